@@ -1,0 +1,43 @@
+# mlab-bench: `make run` starts the platform, `make test` runs the checks and the test suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+BENCH_HOST ?= 127.0.0.1
+BENCH_PORT ?= 8000
+export BENCH_HOST BENCH_PORT
+
+.PHONY: run test lint install install-dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[tasks]"
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[tasks,dev]"
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py bench_init
+	@echo ""
+	@echo "  mlab-bench is at http://$(BENCH_HOST):$(BENCH_PORT)/  (admin: /admin/)  - Ctrl-C stops everything"
+	@echo ""
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/honcho start --no-prefix -f Procfile
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) var

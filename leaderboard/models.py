@@ -1,0 +1,1 @@
+# Submissions (uploaded agents and traces) live here; see DESIGN.md.

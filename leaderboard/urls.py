@@ -1,0 +1,6 @@
+from django.urls import path
+
+from . import views
+
+app_name = "leaderboard"
+urlpatterns = [path("", views.home_view, name="home")]

@@ -1,0 +1,184 @@
+"""The action catalogue: names, argument usage and return values as in MLAgentBench. Sent to agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    description: str
+    usage: dict[str, str]
+    return_value: str
+    is_primitive: bool = True
+    int_args: frozenset[str] = field(default_factory=frozenset)
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "usage": self.usage,
+            "return_value": self.return_value,
+            "is_primitive": self.is_primitive,
+        }
+
+
+FILE_ARG = "a valid file name with relative path to current directory if needed"
+SCRIPT_ARG = "a valid python script name with relative path to current directory if needed"
+
+ACTIONS: list[ActionSpec] = [
+    ActionSpec(
+        "List Files",
+        "Use this to navigate the file system.",
+        {"dir_path": 'a valid relative path to a directory, such as "." or "folder1/folder2"'},
+        "The observation will be a list of files and folders in dir_path or current directory is dir_path is "
+        "empty, or an error message if dir_path is invalid.",
+    ),
+    ActionSpec(
+        "Read File",
+        "Use this to read an existing file.",
+        {"file_name": FILE_ARG},
+        "The observation will be the contents of the file read.",
+    ),
+    ActionSpec(
+        "Write File",
+        "Use this to write a file. If the file already exists, it will be overwritten.",
+        {"file_name": FILE_ARG, "content": "the content to be written to the file"},
+        "A success message if the file is written successfully, or an error message if the file cannot be written.",
+    ),
+    ActionSpec(
+        "Append File",
+        "Use this to append a file to a new location with a new name.",
+        {"file_name": FILE_ARG, "content": "the content to be appended to the file"},
+        "A success message if the file is appended successfully, or an error message if the file cannot be appended.",
+    ),
+    ActionSpec(
+        "Copy File",
+        "Use this to copy a file to a new location with a new name.",
+        {"source": FILE_ARG, "destination": FILE_ARG},
+        "A success message if the file is copied successfully, or an error message if the file cannot be copied.",
+    ),
+    ActionSpec(
+        "Undo Edit Script",
+        "Use this to undo the last edit of the python script.",
+        {"script_name": SCRIPT_ARG},
+        "The observation will be the content of the script before the last edit. If the script does not "
+        "exist, the observation will be an error message.",
+    ),
+    ActionSpec(
+        "Execute Script",
+        "Use this to execute the python script. The script must already exist.",
+        {"script_name": SCRIPT_ARG},
+        "The observation will be output of the script or errors.",
+    ),
+    ActionSpec(
+        "Python REPL",
+        "A python REPL. Use this to execute single line python commands.",
+        {"command": "a valid python command"},
+        "The observation will be output of the command or errors.",
+    ),
+    ActionSpec(
+        "Final Answer",
+        "Use this to indicate completion. IMPORTANT: You will not be able to perform any other actions after "
+        "this one. Use this only when you are sure that you have completed the task (e.g. you have provided "
+        "your submission as instructed).",
+        {"final_answer": "summary of what you have accomplished and the final state of the task"},
+        "The observation will be empty.",
+    ),
+    ActionSpec(
+        "Understand File",
+        "Use this to read the whole file and understand certain aspects. You should provide detailed "
+        "description on what to look for and what should be returned. To get a better understanding of the "
+        "file, you can use Inspect Script Lines action to inspect specific part of the file.",
+        {
+            "file_name": FILE_ARG,
+            "things_to_look_for": "a detailed description on what to look for and what should returned",
+        },
+        "The observation will be a description of relevant content and lines in the file. If the file does "
+        "not exist, the observation will be an error message.",
+        is_primitive=False,
+    ),
+    ActionSpec(
+        "Append Summary to Research Log",
+        "Append to the summary of previous step to research log",
+        {"content": "a string within 500 character limit"},
+        "The observation will be a success message if the content is appended to the research log. "
+        "Otherwise, the observation will be an error message.",
+        is_primitive=False,
+    ),
+    ActionSpec(
+        "Inspect Script Lines",
+        "Use this to inspect specific part of a python script precisely, or the full content of a short "
+        "script. The number of lines to display is limited to 100 lines. This is especially helpful when "
+        "debugging.",
+        {
+            "script_name": SCRIPT_ARG,
+            "start_line_number": "a valid line number",
+            "end_line_number": "a valid line number",
+        },
+        "The observation will be the content of the script between start_line_number and end_line_number . "
+        "If the script does not exist, the observation will be an error message.",
+        is_primitive=False,
+        int_args=frozenset({"start_line_number", "end_line_number"}),
+    ),
+    ActionSpec(
+        "Edit Script (AI)",
+        "Use this to do a relatively large but cohesive edit over a python script. Instead of editing the "
+        "script directly, you should describe the edit instruction so that another AI can help you do this.",
+        {
+            "script_name": SCRIPT_ARG + ". An empty sctipt will be created if it does not exist.",
+            "edit_instruction": "a detailed step by step description on how to edit it.",
+            "save_name": "a valid file name with relative path to current directory if needed",
+        },
+        "The observation will be the edited content of the script. If the script does not exist, the "
+        "observation will be an error message. You should always double check whether the edit is correct. "
+        "If it is far from correct, you can use the Undo Edit Script action to undo the edit.",
+        is_primitive=False,
+    ),
+    ActionSpec(
+        "Edit Script Segment (AI)",
+        "Use this to do a relatively large but cohesive edit over a python script over a segment. Instead of "
+        "editing the script directly, you should describe the edit instruction so that another AI can help "
+        "you do this.",
+        {
+            "script_name": SCRIPT_ARG + ". An empty sctipt will be created if it does not exist.",
+            "start_line_number": "a valid line number",
+            "end_line_number": "a valid line number",
+            "edit_instruction": "a detailed step by step description on how to edit it.",
+            "save_name": "a valid file name with relative path to current directory if needed",
+        },
+        "The observation will be the edited content of the script. If the script does not exist, the "
+        "observation will be an error message. You should always double check whether the edit is correct. "
+        "If it is far from correct, you can use the Undo Edit Script action to undo the edit.",
+        is_primitive=False,
+        int_args=frozenset({"start_line_number", "end_line_number"}),
+    ),
+    ActionSpec(
+        "Reflection",
+        "Use this to look over all the past steps and reflect. You should provide detailed description on "
+        "what to reflect on and what should be returned.",
+        {"things_to_reflect_on": "a detailed description on what to reflect on and what should be returned"},
+        "The observation will be a the reflection.",
+        is_primitive=False,
+    ),
+    ActionSpec(
+        "Retrieval from Research Log",
+        "Use this to retrieve relevant information from the research log. You should provide detailed "
+        "description on what to look for and what should be returned.",
+        {"current_plan": "a detailed description of the current research plan and status"},
+        "The observation will be a description of relevant content and lines in the research log.",
+        is_primitive=False,
+    ),
+]
+
+BY_NAME = {spec.name: spec for spec in ACTIONS}
+
+
+def usage_text(spec: ActionSpec) -> str:
+    lines = ",\n".join(f'    "{k}": [{v}]' for k, v in spec.usage.items())
+    return "{\n" + lines + "\n}"
+
+
+def catalogue_for_agent(names: list[str] | None = None) -> list[dict]:
+    return [spec.as_dict() for spec in ACTIONS if names is None or spec.name in names]

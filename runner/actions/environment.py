@@ -1,0 +1,167 @@
+"""The environment: executes one action on one run's workspace and says what happened.
+
+It is trusted code running in the worker. File actions act on the workspace directly with strict path checks;
+code actions run in the sandbox. It knows nothing of the database: the run service records what it returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from task_bank.package import is_read_only
+
+from ..sandbox import Limits, Mount, Sandbox, folder_mounts
+from ..sandbox.process import HeadTail
+from .catalogue import BY_NAME, ActionSpec, usage_text
+
+
+class EnvError(Exception):
+    """The action could not be carried out; the message goes back to the agent as an observation."""
+
+
+@dataclass
+class ActionOutcome:
+    observation: str
+    error: bool = False
+    final: bool = False
+    low_level: list[dict] = field(default_factory=list)
+    detail: dict = field(default_factory=dict)
+    full_observation: str | None = None  # when the observation was cut to the limit
+
+
+WORKSPACE = "/workspace"
+
+
+@dataclass
+class Environment:
+    workspace: Path
+    sandbox: Sandbox
+    read_only_patterns: list[str] = field(default_factory=list)
+    read_only_files: list[str] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+    action_timeout_s: float = 1800
+    observation_limit: int = 20_000
+    on_output: Callable[[str, bytes], None] | None = None
+    tick: Callable[[], None] | None = None
+    python: str = "python"
+    cpus: int = 1
+
+    def __post_init__(self) -> None:
+        from . import code, files
+
+        self.workspace = Path(self.workspace)
+        self.handlers: dict[str, Callable[..., ActionOutcome | str]] = {
+            **files.HANDLERS,
+            **code.HANDLERS,
+            "Final Answer": lambda env, final_answer: ActionOutcome("end", final=True),
+        }
+
+    @property
+    def action_names(self) -> list[str]:
+        return [name for name in BY_NAME if name in self.handlers]
+
+    # -- paths ---------------------------------------------------------------------------------------------
+    def resolve(self, rel: str, *, must_exist: bool = False) -> Path:
+        """A path inside the workspace, or EnvError: no absolute paths, no '..' or symlinks leading out."""
+        if not isinstance(rel, str) or rel.strip() == "":
+            raise EnvError("the file name is empty; give a path relative to the current directory")
+        if rel.startswith(("/", "~")):
+            raise EnvError(f"cannot access file {rel} because it is not in the work directory.")
+        root = self.workspace.resolve()
+        path = (root / rel).resolve()
+        if path != root and not path.is_relative_to(root):
+            raise EnvError(f"cannot access file {rel} because it is not in the work directory.")
+        if must_exist and not path.exists():
+            raise EnvError(f"the file {rel} does not exist.")
+        return path
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.workspace.resolve()).as_posix() or "."
+
+    def check_writable(self, rel: str, path: Path) -> None:
+        name = self.relative(path)
+        if is_read_only(name, self.read_only_patterns) or name in self.read_only_files:
+            raise EnvError(f"cannot write file {rel} because it is a read-only file.")
+
+    # -- sandbox -------------------------------------------------------------------------------------------
+    def mounts(self) -> list[Mount]:
+        """The workspace read-write, with the task's read-only files bound read-only on top."""
+        return folder_mounts(self.workspace, WORKSPACE, self.read_only_files)
+
+    def sandbox_env(self) -> dict[str, str]:
+        threads = str(max(1, self.cpus))
+        return {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+            "CUDA_VISIBLE_DEVICES": "",
+        }
+
+    # -- execution -----------------------------------------------------------------------------------------
+    def validate_input(self, spec: ActionSpec, action_input: object) -> dict:
+        usage = usage_text(spec)
+        if not isinstance(action_input, dict):
+            raise EnvError(
+                f"The action input for {spec.name} needs to be a valid json with proper entries. You may have "
+                f"missed the comma between entries. Please use the correct format and try again:\n{usage}"
+            )
+        missing = [k for k in spec.usage if k not in action_input]
+        extra = [k for k in action_input if k not in spec.usage]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append("missing " + ", ".join(missing))
+            if extra:
+                parts.append("unexpected " + ", ".join(extra))
+            raise EnvError(
+                f"The action input for {spec.name} has {'; '.join(parts)}. "
+                f"Please use the correct format and try again:\n{usage}"
+            )
+        clean = {}
+        for key, value in action_input.items():
+            if key in spec.int_args:
+                try:
+                    clean[key] = int(str(value).strip())
+                except ValueError:
+                    raise EnvError(
+                        f"The action input for {spec.name}: {key} must be a whole number, got {value!r}. "
+                        f"Please use the correct format and try again:\n{usage}"
+                    ) from None
+            elif not isinstance(value, str):
+                raise EnvError(
+                    f"The action input for {spec.name}: {key} must be a string, got {type(value).__name__}. "
+                    f"Please use the correct format and try again:\n{usage}"
+                )
+            else:
+                clean[key] = value
+        return clean
+
+    def bound(self, observation: str) -> tuple[str, str | None]:
+        if len(observation) <= self.observation_limit:
+            return observation, None
+        keeper = HeadTail(self.observation_limit)
+        keeper.write(observation.encode())
+        return keeper.text(), observation
+
+    def execute(self, name: str, action_input: object) -> ActionOutcome:
+        started = time.monotonic()
+        spec = BY_NAME.get(name) if isinstance(name, str) else None
+        if spec is None or name not in self.handlers:
+            names = ", ".join(self.action_names)
+            outcome = ActionOutcome(
+                f"Invalid action: {name}. Action did not execute. Please use one of the following actions:\n{names}",
+                error=True,
+            )
+        else:
+            try:
+                args = self.validate_input(spec, action_input)
+                result = self.handlers[name](self, **args)
+                outcome = result if isinstance(result, ActionOutcome) else ActionOutcome(result)
+            except EnvError as exc:
+                outcome = ActionOutcome(f"EnvError: {exc}", error=True)
+        outcome.observation, outcome.full_observation = self.bound(outcome.observation)
+        outcome.detail.setdefault("duration_s", round(time.monotonic() - started, 3))
+        return outcome

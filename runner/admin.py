@@ -1,0 +1,51 @@
+from django.contrib import admin, messages
+
+from .models import Agent, Batch, LLMCall, Run, Step
+from .services import run_cancel
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "version", "kind", "entrypoint", "uses_llm", "visibility", "created_at"]
+    list_filter = ["kind", "visibility"]
+    search_fields = ["name"]
+
+
+@admin.register(Batch)
+class BatchAdmin(admin.ModelAdmin):
+    list_display = ["pk", "agent", "model", "repeats", "created_at"]
+
+
+class StepInline(admin.TabularInline):
+    model = Step
+    extra = 0
+    can_delete = False
+    fields = ["index", "action", "is_error", "duration_s", "snapshot"]
+    readonly_fields = fields
+    show_change_link = True
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "agent", "task", "status", "final_score", "succeeded", "steps_count", "created_at"]
+    list_filter = ["status", "purpose", "failure_kind", "agent", "task"]
+    list_select_related = ["agent", "task"]
+    readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
+    inlines = [StepInline]
+    actions = ["cancel_runs"]
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request, queryset) -> None:
+        count = sum(run_cancel(run=run) for run in queryset)
+        self.message_user(request, f"Cancel requested for {count} run(s).", messages.SUCCESS)
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    list_display = ["run", "index", "action", "is_error", "duration_s"]
+    list_select_related = ["run"]
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(admin.ModelAdmin):
+    list_display = ["run", "step_index", "model", "tokens_in", "tokens_out", "cost", "latency_s", "error"]

@@ -1,0 +1,39 @@
+"""The built-in agents: modules of the ``mlab_agents`` package, registered as Agent rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlab_agents
+
+from .models import Agent
+
+AGENTS_DIR = Path(mlab_agents.__file__).resolve().parent
+
+BUILTIN_AGENTS = [
+    {
+        "name": "baseline",
+        "entrypoint": "mlab_agents.baseline",
+        "description": "Runs the starter script unchanged and submits: this measures a task's baseline.",
+        "uses_llm": False,
+    },
+]
+
+
+def agents_builtin_ensure() -> list[Agent]:
+    """Create or update the built-in agents (version "1"); idempotent."""
+    agents = []
+    for spec in BUILTIN_AGENTS:
+        agent, _ = Agent.objects.update_or_create(
+            name=spec["name"],
+            version="1",
+            defaults={
+                "kind": Agent.Kind.BUILTIN,
+                "entrypoint": spec["entrypoint"],
+                "description": spec["description"],
+                "uses_llm": spec["uses_llm"],
+                "config": spec.get("config", {}),
+            },
+        )
+        agents.append(agent)
+    return agents

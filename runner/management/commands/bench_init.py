@@ -1,0 +1,46 @@
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from runner.agents import agents_builtin_ensure
+from runner.models import Run
+from runner.services import task_version_validate_queue
+from task_bank.models import Task
+from task_bank.services import builtin_tasks_load
+
+
+class Command(BaseCommand):
+    help = (
+        "First-start setup for `make run`: load the built-in tasks and agents, create an admin account if "
+        "there is none, and queue a demo batch (the baseline agent on each built-in task) if no runs exist."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--no-demo", action="store_true", help="do not queue the demo batch")
+
+    def handle(self, *args, **opts) -> None:
+        for version, created in builtin_tasks_load():
+            self.stdout.write(f"task {version.task.slug}: v{version.number}{' (new)' if created else ''}")
+        agents_builtin_ensure()
+        self.ensure_admin()
+        if not opts["no_demo"] and not Run.objects.exists():
+            queued = 0
+            for task in Task.objects.filter(source=Task.Source.BUILTIN).select_related("current_version"):
+                if task.current_version and task_version_validate_queue(version=task.current_version):
+                    queued += 1
+            self.stdout.write(f"queued a demo batch: the baseline agent on {queued} built-in tasks")
+
+    def ensure_admin(self) -> None:
+        User = get_user_model()
+        if User.objects.filter(is_superuser=True).exists():
+            return
+        password = settings.BENCH_ADMIN_PASSWORD or secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "admin@localhost", password)
+        if settings.BENCH_ADMIN_PASSWORD:
+            self.stdout.write("created admin account 'admin' with the password from BENCH_ADMIN_PASSWORD")
+        else:
+            self.stdout.write(
+                self.style.WARNING(f"created admin account 'admin' with password: {password}  (shown once)")
+            )

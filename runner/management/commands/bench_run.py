@@ -1,0 +1,102 @@
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runner.agents import agents_builtin_ensure
+from runner.execution import run_execute
+from runner.models import Agent, Run
+from runner.services import RunRequestError, batch_create
+from task_bank.models import Task
+
+
+def run_line(run: Run, *, final: bool = False) -> dict:
+    line = {"run": run.pk, "task": run.task.slug, "agent": run.agent.name, "status": run.status}
+    if final:
+        line.update(
+            final_score=run.final_score,
+            improvement=run.improvement,
+            succeeded=run.succeeded,
+            steps=run.steps_count,
+        )
+        if run.error:
+            line["error"] = run.error
+        if run.eval_error and run.final_score is None:
+            line["eval_error"] = run.eval_error[-500:]
+    return line
+
+
+class Command(BaseCommand):
+    help = "Queue runs of an agent on tasks (one per task x repeat) and print one JSON line per run."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--agent", required=True, help="agent name (latest version) or name@version")
+        parser.add_argument("--task", action="append", required=True, dest="tasks", help="task slug; repeatable")
+        parser.add_argument("--repeats", type=int, default=1)
+        parser.add_argument("--model", default="", help="model name for agents that use an LLM")
+        parser.add_argument("--max-steps", type=int, default=None)
+        parser.add_argument("--max-time", type=int, default=None, help="seconds")
+        parser.add_argument("--wait", action="store_true", help="wait for the runs to end and print results")
+        parser.add_argument("--inline", action="store_true", help="execute the runs in this process (no worker needed)")
+        parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after seconds")
+
+    def resolve_agent(self, spec: str) -> Agent:
+        agents_builtin_ensure()
+        name, _, version = spec.partition("@")
+        qs = Agent.objects.filter(name=name)
+        if version:
+            qs = qs.filter(version=version)
+        agent = qs.order_by("-created_at").first()
+        if agent is None:
+            valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
+            raise CommandError(f"unknown agent {spec!r}; valid agents: {', '.join(valid)}")
+        return agent
+
+    def resolve_tasks(self, slugs: list[str]) -> list[Task]:
+        tasks = {t.slug: t for t in Task.objects.select_related("current_version").filter(slug__in=slugs)}
+        unknown = [s for s in slugs if s not in tasks]
+        if unknown:
+            valid = sorted(Task.objects.values_list("slug", flat=True))
+            hint = "" if valid else " (no tasks loaded: run python manage.py load_builtin_tasks)"
+            raise CommandError(
+                f"unknown task {', '.join(map(repr, unknown))}; valid tasks: {', '.join(valid) or 'none'}{hint}"
+            )
+        return [tasks[s] for s in slugs]
+
+    def handle(self, *args, **opts) -> None:
+        agent = self.resolve_agent(opts["agent"])
+        tasks = self.resolve_tasks(opts["tasks"])
+        try:
+            _, runs = batch_create(
+                agent=agent,
+                tasks=tasks,
+                repeats=opts["repeats"],
+                model=opts["model"],
+                max_steps=opts["max_steps"],
+                max_time_s=opts["max_time"],
+                enqueue=not opts["inline"],
+            )
+        except RunRequestError as exc:
+            raise CommandError(str(exc)) from exc
+        for run in runs:
+            self.emit(run_line(run))
+        if opts["inline"]:
+            for run in runs:
+                run_execute(run.pk, worker="inline")
+        if not (opts["wait"] or opts["inline"]):
+            return
+        pending = {run.pk for run in runs}
+        deadline = time.monotonic() + opts["timeout"] if opts["timeout"] else None
+        while pending:
+            done = Run.objects.select_related("task", "agent").filter(pk__in=pending, status__in=Run.TERMINAL)
+            for run in done:
+                self.emit(run_line(run, final=True))
+                pending.discard(run.pk)
+            if pending:
+                if deadline and time.monotonic() > deadline:
+                    raise CommandError(f"gave up waiting for runs {sorted(pending)}")
+                time.sleep(0.5)
+
+    def emit(self, line: dict) -> None:
+        self.stdout.write(json.dumps(line))
+        self.stdout.flush()

@@ -1,0 +1,197 @@
+from django.conf import settings
+from django.db import models
+
+from task_bank.models import Task, TaskVersion
+
+
+class Agent(models.Model):
+    """An agent program: built in (a module of ``mlab_agents``) or an uploaded package."""
+
+    class Kind(models.TextChoices):
+        BUILTIN = "builtin", "Built-in"
+        PACKAGE = "package", "Uploaded package"
+
+    class Visibility(models.TextChoices):
+        PUBLIC = "public", "Public"
+        PRIVATE = "private", "Private"
+
+    name = models.SlugField(max_length=100)
+    version = models.CharField(max_length=40, default="1")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.BUILTIN)
+    entrypoint = models.CharField(max_length=200, help_text="Python module run with python -m.")
+    package_digest = models.CharField(max_length=64, blank=True)
+    package_path = models.CharField(max_length=500, blank=True)
+    description = models.TextField(blank=True)
+    default_model = models.CharField(max_length=200, blank=True)
+    uses_llm = models.BooleanField(default=False)
+    config = models.JSONField(default=dict, blank=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.PUBLIC)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="agent_unique_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def is_trusted(self) -> bool:
+        return self.kind == self.Kind.BUILTIN
+
+
+class Batch(models.Model):
+    """Runs launched together: one agent x tasks x repeats."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="batches")
+    model = models.CharField(max_length=200, blank=True)
+    repeats = models.PositiveIntegerField(default=1)
+    note = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({self.agent})"
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        PREPARING = "preparing", "Preparing"
+        RUNNING = "running", "Running"
+        EVALUATING = "evaluating", "Evaluating"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMED_OUT = "timed_out", "Timed out"
+
+    class FailureKind(models.TextChoices):
+        AGENT = "agent", "Agent"
+        INFRASTRUCTURE = "infrastructure", "Infrastructure"
+        LIMIT = "limit", "Limit"
+
+    class Purpose(models.TextChoices):
+        BENCHMARK = "benchmark", "Benchmark"
+        VALIDATION = "validation", "Task validation"
+
+    LIVE = (Status.QUEUED, Status.PREPARING, Status.RUNNING, Status.EVALUATING)
+    TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
+    task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    model = models.CharField(max_length=200, blank=True)
+    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.BENCHMARK)
+    sandbox = models.CharField(max_length=16, blank=True)
+
+    max_steps = models.PositiveIntegerField(default=50)
+    max_time_s = models.PositiveIntegerField(default=5 * 3600)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    attempt = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    final_score = models.FloatField(null=True, blank=True)
+    improvement = models.FloatField(null=True, blank=True)
+    succeeded = models.BooleanField(null=True, blank=True)
+    final_answer = models.TextField(blank=True)
+    failure_kind = models.CharField(max_length=16, choices=FailureKind.choices, blank=True)
+    error = models.TextField(blank=True)
+    eval_error = models.TextField(blank=True)
+    stderr_tail = models.TextField(blank=True)
+    initial_snapshot = models.CharField(max_length=64, blank=True)
+    final_snapshot = models.CharField(max_length=64, blank=True)
+
+    steps_count = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveBigIntegerField(default=0)
+    tokens_out = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    wall_seconds = models.FloatField(default=0)
+    cpu_seconds = models.FloatField(default=0)
+    peak_memory_mb = models.FloatField(default=0)
+
+    live_action = models.CharField(max_length=100, blank=True)
+    live_output = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["task", "agent", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.agent} on {self.task}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in self.LIVE
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.TERMINAL
+
+    @property
+    def tokens_total(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+class Step(models.Model):
+    """One action of a run, with the agent's entries, the observation and the workspace after it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    action = models.CharField(max_length=100)
+    action_input = models.JSONField(default=dict, blank=True)
+    entries = models.JSONField(default=dict, blank=True)
+    observation = models.TextField(blank=True)
+    observation_blob = models.CharField(max_length=64, blank=True, help_text="Full observation when cut.")
+    is_error = models.BooleanField(default=False)
+    started_at = models.DateTimeField()
+    duration_s = models.FloatField(default=0)
+    tokens_in = models.PositiveBigIntegerField(default=0)
+    tokens_out = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    snapshot = models.CharField(max_length=64, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    low_level = models.JSONField(default=list, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="step_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.index} {self.action}"
+
+
+class LLMCall(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="llm_calls")
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls")
+    step_index = models.PositiveIntegerField(help_text="The step this call belongs to (made before it).")
+    purpose = models.CharField(max_length=60, blank=True)
+    endpoint = models.CharField(max_length=100, blank=True)
+    model = models.CharField(max_length=200)
+    messages = models.JSONField(default=list)
+    completion = models.TextField(blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_s = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.step_index} {self.model}"

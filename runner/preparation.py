@@ -1,0 +1,122 @@
+"""Preparing a task version: run its prepare.py once (cached, in the sandbox) and store its env as blobs."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from task_bank.models import TaskVersion
+from task_bank.package import is_read_only, iter_files
+
+from .sandbox import Limits, Mount, Sandbox, get_sandbox, sandbox_python
+from .sandbox.process import run_process
+from .snapshots import BlobStore, Manifest
+
+
+class TaskPreparationError(Exception):
+    """prepare.py failed; the message carries its own output."""
+
+
+@dataclass
+class PreparedTask:
+    version: TaskVersion
+    root: Path
+    env_manifest: Manifest
+    env_manifest_sha: str
+    prepare_log: str
+
+    @property
+    def scripts_dir(self) -> Path:
+        return self.root / "scripts"
+
+    @property
+    def read_only_files(self) -> list[str]:
+        return sorted(p for p in self.env_manifest if is_read_only(p, self.version.read_only_patterns))
+
+
+def cache_dir(version: TaskVersion) -> Path:
+    return Path(settings.BENCH_TASK_CACHE_DIR) / version.digest
+
+
+@contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox) -> str:
+    network = version.prepare_needs_network and getattr(settings, "BENCH_ALLOW_PREPARE_NETWORK", False)
+    if version.prepare_needs_network and not network:
+        raise TaskPreparationError(
+            "prepare.py needs the network (task.toml [prepare] network = true) and this deployment does not "
+            "allow it (set BENCH_ALLOW_PREPARE_NETWORK=1 to allow it)"
+        )
+    proc = sandbox.popen(
+        [sandbox_python(), "-u", "prepare.py"],
+        mounts=[Mount(work, "/task", writable=True)],
+        cwd="/task/scripts",
+        limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
+        network=network,
+    )
+    result = run_process(proc, timeout=settings.BENCH_PREPARE_TIMEOUT_S, keep_bytes=20_000)
+    log = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
+    if result.timed_out:
+        raise TaskPreparationError(
+            f"prepare.py did not finish within {settings.BENCH_PREPARE_TIMEOUT_S} s. Output:\n{log}"
+        )
+    if result.exit_code != 0:
+        hint = ""
+        if "EOFError" in result.stderr:
+            hint = " (it asked for input; prepare.py must run without a terminal)"
+        raise TaskPreparationError(f"prepare.py exited with code {result.exit_code}{hint}. Output:\n{log}")
+    return log
+
+
+def task_version_prepare(version: TaskVersion, *, sandbox: Sandbox | None = None) -> PreparedTask:
+    """The prepared task (cached by digest): prepare.py has run and the env files are blobs."""
+    root = cache_dir(version)
+    store = BlobStore()
+    with _lock(root.with_suffix(".lock")):
+        marker = root / "prepared.json"
+        if not marker.exists():
+            sandbox = sandbox or get_sandbox()
+            root.parent.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix=f".{version.digest[:12]}-", dir=root.parent))
+            try:
+                shutil.copytree(version.package_path, work, dirs_exist_ok=True)
+                (work / "env").mkdir(exist_ok=True)
+                log = _run_prepare(work, version, sandbox) if (work / "scripts" / "prepare.py").is_file() else ""
+                manifest: Manifest = {}
+                for rel, path in iter_files(work / "env"):
+                    if path.is_symlink():
+                        raise TaskPreparationError(f"prepare.py left a symbolic link at env/{rel}")
+                    sha, size = store.put_file(path, link=is_read_only(rel, version.read_only_patterns))
+                    manifest[rel] = [sha, size]
+                sha = store.manifest_save(manifest)
+                (work / "prepared.json").write_text(json.dumps({"env_manifest": sha, "log": log}))
+                if root.exists():
+                    shutil.rmtree(root)
+                work.rename(root)
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+        info = json.loads(marker.read_text())
+    return PreparedTask(
+        version=version,
+        root=root,
+        env_manifest=store.manifest_load(info["env_manifest"]),
+        env_manifest_sha=info["env_manifest"],
+        prepare_log=info.get("log", ""),
+    )

@@ -1,0 +1,165 @@
+"""The platform side of the agent protocol: JSON lines to and from a sandboxed agent process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .sandbox.process import HeadTail, kill_group, reap
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+STDERR_LOG_LIMIT = 10 * 1024 * 1024
+
+
+class AgentExited(Exception):
+    def __init__(self, exit_code: int | None) -> None:
+        super().__init__(f"the agent process exited with code {exit_code}")
+        self.exit_code = exit_code
+
+
+class BadMessage(Exception):
+    """A line from the agent that is not a protocol message; the message says what was expected."""
+
+    def __init__(self, reason: str, line_preview: str = "") -> None:
+        super().__init__(reason)
+        self.line_preview = line_preview
+
+
+def message_parse(line: bytes) -> dict:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadMessage("the line is not UTF-8 text") from None
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadMessage(f"the line is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(message, dict):
+        raise BadMessage(f"the line is JSON but not an object (got {type(message).__name__})")
+    kind = message.get("type")
+    if kind not in ("act", "llm"):
+        raise BadMessage(f'unknown message type {kind!r}; expected "act" or "llm"')
+    if kind == "act":
+        if not isinstance(message.get("action"), str):
+            raise BadMessage('an "act" message needs "action": the name of an action')
+        if "entries" in message and not isinstance(message["entries"], dict):
+            raise BadMessage('"entries" must be an object such as {"Thought": "..."}')
+    if kind == "llm" and not isinstance(message.get("messages"), list):
+        raise BadMessage('an "llm" message needs "messages": a list of {"role": ..., "content": ...}')
+    return message
+
+
+def _running(pid: int) -> bool:
+    """True while the process has not exited (checked without reaping it, so rusage is kept)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return False
+
+
+class AgentChannel:
+    def __init__(self, proc: subprocess.Popen, stderr_log: Path) -> None:
+        self.proc = proc
+        self.stdout_fd = proc.stdout.fileno()
+        self.stderr_fd = proc.stderr.fileno()
+        os.set_blocking(self.stdout_fd, False)
+        os.set_blocking(self.stderr_fd, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.stdout_fd, selectors.EVENT_READ, "stdout")
+        self.selector.register(self.stderr_fd, selectors.EVENT_READ, "stderr")
+        self.buffer = bytearray()
+        self.stderr_tail = HeadTail(8192)
+        self.stderr_log = open(stderr_log, "ab")  # noqa: SIM115 - closed in close()
+        self.stderr_logged = 0
+        self.exit_code: int | None = None
+        self.cpu_seconds = 0.0
+        self.max_rss_mb = 0.0
+
+    def send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the agent has gone; receive() reports how it ended
+
+    def _stderr(self, data: bytes) -> None:
+        self.stderr_tail.write(data)
+        if self.stderr_logged < STDERR_LOG_LIMIT:
+            chunk = data[: STDERR_LOG_LIMIT - self.stderr_logged]
+            self.stderr_log.write(chunk)
+            self.stderr_log.flush()
+            self.stderr_logged += len(chunk)
+
+    def _pop_line(self) -> bytes | None:
+        newline = self.buffer.find(b"\n")
+        if newline >= 0:
+            line = bytes(self.buffer[:newline])
+            del self.buffer[: newline + 1]
+            return line
+        if len(self.buffer) > MAX_LINE_BYTES:
+            self.buffer.clear()
+            raise BadMessage(f"a line longer than {MAX_LINE_BYTES} bytes without a newline")
+        return None
+
+    def receive(self, *, tick: Callable[[], None], tick_every: float = 0.5) -> dict:
+        """The next message. Raises BadMessage for garbage, AgentExited when the process is gone."""
+        while True:
+            line = self._pop_line()
+            if line is not None:
+                if not line.strip():
+                    continue
+                try:
+                    return message_parse(line)
+                except BadMessage as exc:
+                    exc.line_preview = line[:500].decode("utf-8", errors="replace")
+                    raise
+            if not self.selector.get_map():
+                raise AgentExited(self.finish())
+            for key, _ in self.selector.select(timeout=tick_every):
+                try:
+                    data = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    self.selector.unregister(key.fd)
+                    continue
+                if key.data == "stdout":
+                    self.buffer += data
+                else:
+                    self._stderr(data)
+            tick()
+
+    def finish(self, grace_s: float = 0.0) -> int | None:
+        """Wait up to grace_s for the agent to exit, then kill it; returns its exit code."""
+        if self.exit_code is not None:
+            return self.exit_code
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _running(self.proc.pid):
+            self._drain_stderr()
+            time.sleep(0.05)
+        self._drain_stderr()
+        kill_group(self.proc)
+        self.exit_code, self.cpu_seconds, self.max_rss_mb = reap(self.proc)
+        return self.exit_code
+
+    def _drain_stderr(self) -> None:
+        try:
+            while data := os.read(self.stderr_fd, 65536):
+                self._stderr(data)
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        self.finish()
+        self.selector.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()
+        self.stderr_log.close()

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SandboxError(Exception):
+    """The sandbox could not start or run a process; the message says why."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: Path
+    target: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for everything started in one sandbox. None = no limit."""
+
+    memory_mb: int | None = 4096
+    cpu_seconds: int | None = None
+    processes: int | None = 512
+    file_size_mb: int | None = 2048
+    open_files: int | None = 4096
+
+    def apply(self) -> None:
+        """setrlimit in the child before exec; inherited by everything the sandbox starts."""
+        pairs = [
+            (resource.RLIMIT_AS, self.memory_mb and self.memory_mb * 1024 * 1024),
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_NPROC, self.processes),
+            (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * 1024 * 1024),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        for which, value in pairs:
+            if value is not None:
+                resource.setrlimit(which, (value, value))
+
+
+BASE_ENV = {
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "MPLCONFIGDIR": "/tmp/matplotlib",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+}
+
+
+class Sandbox(ABC):
+    name: str = ""
+    #: False for backends that do not isolate (development only): they refuse untrusted agents.
+    isolates: bool = True
+
+    @abstractmethod
+    def popen(
+        self,
+        argv: Sequence[str],
+        *,
+        mounts: Sequence[Mount],
+        cwd: str,
+        env: dict[str, str] | None = None,
+        limits: Limits | None = None,
+        network: bool = False,
+        stdin: int | None = subprocess.DEVNULL,
+        stdout: int | None = subprocess.PIPE,
+        stderr: int | None = subprocess.PIPE,
+    ) -> subprocess.Popen:
+        """Start argv inside the sandbox, in a new session (so the whole group can be killed)."""
+
+    def environment(self, env: dict[str, str] | None, python_bin: str) -> dict[str, str]:
+        merged = dict(BASE_ENV)
+        merged["PATH"] = f"{python_bin}:/usr/local/bin:/usr/bin:/bin"
+        merged.update(env or {})
+        return merged
+
+
+def host_python_paths(python: str) -> list[Path]:
+    """Folders an interpreter needs: its venv, its base installation, and where its binary really is."""
+    import sysconfig
+
+    paths = {Path(os.path.realpath(python)).parent.parent}
+    exe = Path(python)
+    venv = exe.parent.parent
+    if (venv / "pyvenv.cfg").is_file():
+        paths.add(venv)
+        for line in (venv / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                paths.add(Path(value.strip()).parent)
+    paths.add(Path(sysconfig.get_config_var("prefix") or "/usr"))
+    return sorted(p for p in paths if p.exists() and str(p) not in {"/", "/usr"})
+
+
+def folder_mounts(host: Path, target: str, read_only_files: Sequence[str]) -> list[Mount]:
+    """A folder bound read-write, with some of its files bound read-only on top (they cannot be changed,
+    replaced or removed from inside, even though they may be hard links to shared blobs)."""
+    mounts = [Mount(host, target, writable=True)]
+    for rel in read_only_files:
+        path = host / rel
+        if path.is_file() and not path.is_symlink():
+            mounts.append(Mount(path, f"{target}/{rel}", writable=False))
+    return mounts

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from .base import Limits, Mount, Sandbox, SandboxError
+
+
+class LocalSandbox(Sandbox):
+    """Plain subprocesses with rlimits: no isolation. For development only; refuses untrusted agents."""
+
+    name = "local"
+    isolates = False
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+
+    @staticmethod
+    def translate(value: str, mounts: Sequence[Mount]) -> str:
+        """Map a path as seen inside the sandbox to the host path it is mounted from."""
+        for mount in sorted(mounts, key=lambda m: len(m.target), reverse=True):
+            if value == mount.target:
+                return str(mount.source)
+            if value.startswith(mount.target.rstrip("/") + "/"):
+                return str(mount.source) + value[len(mount.target.rstrip("/")) :]
+        return value
+
+    def popen(
+        self,
+        argv: Sequence[str],
+        *,
+        mounts: Sequence[Mount],
+        cwd: str,
+        env: dict[str, str] | None = None,
+        limits: Limits | None = None,
+        network: bool = False,
+        stdin: int | None = subprocess.DEVNULL,
+        stdout: int | None = subprocess.PIPE,
+        stderr: int | None = subprocess.PIPE,
+    ) -> subprocess.Popen:
+        full_env = self.environment(env, str(Path(self.python).parent))
+        translated_env = {k: self.translate(v, mounts) for k, v in full_env.items()}
+        translated_env["HOME"] = translated_env["TMPDIR"] = "/tmp"
+        limits = limits or Limits()
+        try:
+            return subprocess.Popen(
+                [self.translate(a, mounts) for a in argv],
+                cwd=self.translate(cwd, mounts),
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=translated_env,
+                start_new_session=True,
+                preexec_fn=limits.apply,
+            )
+        except OSError as exc:
+            raise SandboxError(f"could not start process: {exc}") from exc

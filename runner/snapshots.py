@@ -1,0 +1,157 @@
+"""Content-addressed workspace snapshots.
+
+A blob is a file stored once under its sha256. A snapshot is a manifest ``{path: [sha256, size]}``, itself
+stored as a blob, so a step that changed nothing points at the same manifest as the step before it and a
+file that did not change costs nothing. Blobs are read-only; workspaces may hard-link read-only files to
+them, so large task data is referenced, never copied per run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+Manifest = dict[str, list]  # path -> [sha256, size]
+SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+
+
+class BlobStore:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root or settings.BENCH_BLOB_DIR)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, sha: str) -> Path:
+        return self.root / sha[:2] / sha[2:]
+
+    def has(self, sha: str) -> bool:
+        return self.path(sha).exists()
+
+    def _commit(self, tmp: Path, sha: str) -> None:
+        dest = self.path(sha)
+        dest.parent.mkdir(exist_ok=True)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, dest)
+
+    def put_bytes(self, data: bytes) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        if not self.has(sha):
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            self._commit(Path(tmp), sha)
+        return sha
+
+    def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
+        """Store a file; with ``link`` an immutable source is hard-linked instead of copied."""
+        digest = hashlib.sha256()
+        size = 0
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    if not link:
+                        out.write(chunk)
+            sha = digest.hexdigest()
+            if self.has(sha):
+                os.unlink(tmp)
+            elif link:
+                os.unlink(tmp)
+                try:
+                    os.link(path, tmp)
+                except OSError:
+                    shutil.copyfile(path, tmp)
+                self._commit(Path(tmp), sha)
+            else:
+                self._commit(Path(tmp), sha)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return sha, size
+
+    def read_bytes(self, sha: str) -> bytes:
+        return self.path(sha).read_bytes()
+
+    def manifest_save(self, manifest: Manifest) -> str:
+        return self.put_bytes(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
+
+    def manifest_load(self, sha: str) -> Manifest:
+        return json.loads(self.read_bytes(sha))
+
+
+@dataclass
+class Snapshotter:
+    """Snapshots one workspace again and again, hashing only files whose (inode, size, mtime) changed."""
+
+    workspace: Path
+    store: BlobStore
+    _known: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
+
+    def remember(self, rel: str, sha: str) -> None:
+        st = os.stat(self.workspace / rel)
+        self._known[rel] = ((st.st_ino, st.st_size, st.st_mtime_ns), sha)
+
+    def take(self) -> tuple[str, Manifest]:
+        manifest: Manifest = {}
+        for dirpath, dirnames, filenames in os.walk(self.workspace):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                rel = path.relative_to(self.workspace).as_posix()
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # symlinks, fifos, sockets are not part of a submission
+                key = (st.st_ino, st.st_size, st.st_mtime_ns)
+                known = self._known.get(rel)
+                if known and known[0] == key:
+                    sha = known[1]
+                else:
+                    sha, _ = self.store.put_file(path)
+                    self._known[rel] = (key, sha)
+                manifest[rel] = [sha, st.st_size]
+        for rel in set(self._known) - set(manifest):
+            del self._known[rel]
+        return self.store.manifest_save(manifest), manifest
+
+
+def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: set[str] | None = None) -> Snapshotter:
+    """Lay out a manifest in an empty folder. Paths in ``link`` are hard-linked to their (read-only) blob.
+
+    Returns a Snapshotter that already knows every restored file, so the next snapshot hashes nothing.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    snapshotter = Snapshotter(dest, store)
+    link = link or set()
+    for rel, (sha, _size) in sorted(manifest.items()):
+        target = dest / rel
+        if not target.resolve().is_relative_to(dest.resolve()):
+            raise ValueError(f"manifest path {rel!r} leaves the workspace")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = store.path(sha)
+        if rel in link:
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+                os.chmod(target, 0o444)
+        else:
+            shutil.copyfile(source, target)
+            os.chmod(target, 0o644)
+        snapshotter.remember(rel, sha)
+    return snapshotter
+
+
+def manifest_diff(before: Manifest, after: Manifest) -> dict[str, list[str]]:
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    changed = sorted(p for p in set(before) & set(after) if before[p][0] != after[p][0])
+    return {"added": added, "removed": removed, "changed": changed}

@@ -1,0 +1,9 @@
+from celery import shared_task
+
+from .execution import run_execute
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, name="runner.execute_run")
+def execute_run(self, run_id: int) -> None:
+    """Execute one run. Idempotent: a run that is not queued any more is left alone."""
+    run_execute(run_id, worker=self.request.hostname or "")

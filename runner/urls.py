@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+app_name = "runner"
+urlpatterns = [
+    path("runs/", views.run_list_view, name="run_list"),
+    path("runs/<int:pk>/", views.run_detail_view, name="run_detail"),
+]

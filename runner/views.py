@@ -1,0 +1,27 @@
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from .models import Run
+from .selectors import run_detail, run_steps, runs_list
+
+
+def run_list_view(request: HttpRequest) -> HttpResponse:
+    filters = {key: request.GET.get(key) or None for key in ("status", "task", "agent")}
+    page = Paginator(runs_list(**filters), 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "runner/run_list.html",
+        {"page": page, "filters": filters, "statuses": Run.Status.choices},
+    )
+
+
+def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        run = run_detail(pk=pk)
+    except Run.DoesNotExist:
+        raise Http404(f"no run {pk}") from None
+    context = {"run": run, "steps": list(run_steps(run=run))}
+    if request.htmx:
+        return render(request, "runner/run_detail.html#trace", context)
+    return render(request, "runner/run_detail.html", context)

@@ -1,0 +1,101 @@
+from django.db import models
+
+from .package import CATEGORIES
+
+
+class Task(models.Model):
+    """A problem in the bank. Its files live in versions; the current version is what new runs use."""
+
+    class Source(models.TextChoices):
+        BUILTIN = "builtin", "Built-in"
+        IMPORTED = "imported", "Imported"
+        UPLOADED = "uploaded", "Uploaded"
+
+    slug = models.SlugField(max_length=63, unique=True)
+    title = models.CharField(max_length=200)
+    category = models.CharField(max_length=32, choices=list(CATEGORIES.items()), default="canonical")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORTED)
+    is_enabled = models.BooleanField(default=True, help_text="Retired tasks take no new runs.")
+    current_version = models.ForeignKey(
+        "TaskVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def status(self) -> str:
+        if not self.is_enabled:
+            return "retired"
+        if self.current_version is None:
+            return "draft"
+        return self.current_version.status
+
+
+class TaskVersion(models.Model):
+    """One immutable set of task files, identified by its digest. Runs pin the version they ran."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not validated"
+        VALIDATING = "validating", "Validating"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed validation"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64)
+    package_path = models.CharField(max_length=500, help_text="Folder of the package files.")
+    research_problem = models.TextField()
+    metric_name = models.CharField(max_length=100, default="score")
+    higher_is_better = models.BooleanField(default=True)
+    success_threshold = models.FloatField(default=0.10)
+    script_name = models.CharField(max_length=200, default="train.py")
+    max_steps = models.PositiveIntegerField(default=50)
+    max_time_s = models.PositiveIntegerField(default=5 * 3600)
+    resources = models.JSONField(default=dict, blank=True)
+    data_license = models.CharField(max_length=300, blank=True)
+    prepare_needs_network = models.BooleanField(default=False)
+    read_only_patterns = models.JSONField(default=list, blank=True)
+    manifest = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    validation_log = models.TextField(blank=True)
+    validated_at = models.DateTimeField(null=True, blank=True)
+    baseline_score = models.FloatField(null=True, blank=True)
+    baseline_time_s = models.FloatField(null=True, blank=True)
+    reference_score = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="taskversion_unique_number"),
+            models.UniqueConstraint(fields=["task", "digest"], name="taskversion_unique_digest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task.slug} v{self.number}"
+
+    @property
+    def is_ready(self) -> bool:
+        return self.status == self.Status.READY
+
+    def improvement_of(self, score: float | None) -> float | None:
+        """Relative improvement over the baseline in the metric's direction (0.10 = 10% better)."""
+        if score is None or self.baseline_score is None:
+            return None
+        if self.baseline_score == 0:
+            return None
+        delta = score - self.baseline_score if self.higher_is_better else self.baseline_score - score
+        return delta / abs(self.baseline_score)
+
+    def succeeded_with(self, score: float | None) -> bool | None:
+        """The paper's success: at least ``success_threshold`` better than the baseline. None = unknown."""
+        if self.baseline_score is None:
+            return None
+        improvement = self.improvement_of(score)
+        return improvement is not None and improvement >= self.success_threshold - 1e-12

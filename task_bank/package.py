@@ -1,0 +1,247 @@
+"""The task package format: an MLAgentBench task folder plus an optional ``task.toml`` manifest.
+
+A package is a folder with ``env/`` (what the agent sees) and ``scripts/`` (hidden: research_problem.txt,
+eval.py with ``get_score(submission_folder)``, optional prepare.py and read_only_files.txt, answers).
+This module reads and checks a folder; it touches neither the database nor a sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CATEGORIES = {
+    "canonical": "Canonical",
+    "classic_kaggle": "Classic Kaggle",
+    "recent_kaggle": "Recent Kaggle",
+    "research": "Research",
+    "code_improvement": "Code improvement",
+}
+IGNORED_NAMES = {"__pycache__", ".DS_Store", ".git", ".ipynb_checkpoints"}
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+class TaskPackageError(Exception):
+    """A task package is malformed; the message says what is wrong and what is expected."""
+
+
+@dataclass(frozen=True)
+class TaskManifest:
+    title: str
+    category: str
+    metric_name: str
+    higher_is_better: bool | None
+    success_threshold: float = 0.10
+    script: str = "train.py"
+    max_steps: int = 50
+    max_time_s: int = 5 * 3600
+    cpus: int = 1
+    memory_mb: int = 4096
+    gpus: int = 0
+    data_license: str = ""
+    prepare_needs_network: bool = False
+    reference_score: float | None = None
+    description: str = ""
+
+    @property
+    def resources(self) -> dict:
+        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "gpus": self.gpus}
+
+
+@dataclass
+class TaskPackage:
+    root: Path
+    slug: str
+    manifest: TaskManifest
+    research_problem: str
+    read_only_patterns: list[str] = field(default_factory=list)
+
+    @property
+    def env_dir(self) -> Path:
+        return self.root / "env"
+
+    @property
+    def scripts_dir(self) -> Path:
+        return self.root / "scripts"
+
+    @property
+    def has_prepare(self) -> bool:
+        return (self.scripts_dir / "prepare.py").is_file()
+
+
+def slug_from_name(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.strip().lower()).strip("-_")[:63]
+    if not SLUG_RE.match(slug):
+        raise TaskPackageError(
+            f"cannot make a task slug from {name!r}: expected letters, digits, '-' or '_' (give --slug)"
+        )
+    return slug
+
+
+def _as_bool(value: object, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TaskPackageError(f"task.toml: {where} must be true or false, got {value!r}")
+
+
+def _as_number(value: object, where: str, kind: type = float) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TaskPackageError(f"task.toml: {where} must be a number, got {value!r}")
+    if kind is int and int(value) != value:
+        raise TaskPackageError(f"task.toml: {where} must be a whole number, got {value!r}")
+    return kind(value)
+
+
+def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
+    """Parse ``task.toml``. Every key is optional; unknown top-level tables are rejected as typos."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskPackageError(f"task.toml is not valid TOML: {exc}") from exc
+    known = {
+        "title", "category", "script", "license", "description", "metric", "limits", "resources", "prepare",
+        "reference_score",
+    }  # fmt: skip
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TaskPackageError(f"task.toml: unknown keys {unknown}; expected some of {sorted(known)}")
+    metric = data.get("metric", {})
+    limits = data.get("limits", {})
+    resources = data.get("resources", {})
+    prepare = data.get("prepare", {})
+    for name, table in (
+        ("metric", metric),
+        ("limits", limits),
+        ("resources", resources),
+        ("prepare", prepare),
+    ):
+        if not isinstance(table, dict):
+            raise TaskPackageError(f"task.toml: [{name}] must be a table")
+    category = data.get("category", "canonical")
+    if category not in CATEGORIES:
+        raise TaskPackageError(f"task.toml: category {category!r} is not one of {sorted(CATEGORIES)}")
+    hib = metric.get("higher_is_better")
+    reference = data.get("reference_score")
+    return TaskManifest(
+        title=str(data.get("title") or default_title),
+        category=category,
+        script=str(data.get("script", "train.py")),
+        data_license=str(data.get("license", "")),
+        description=str(data.get("description", "")),
+        metric_name=str(metric.get("name", "score")),
+        higher_is_better=None if hib is None else _as_bool(hib, "metric.higher_is_better"),
+        success_threshold=_as_number(metric.get("success_threshold", 0.10), "metric.success_threshold"),
+        max_steps=_as_number(limits.get("max_steps", 50), "limits.max_steps", int),
+        max_time_s=_as_number(limits.get("max_time_s", 5 * 3600), "limits.max_time_s", int),
+        cpus=_as_number(resources.get("cpus", 1), "resources.cpus", int),
+        memory_mb=_as_number(resources.get("memory_mb", 4096), "resources.memory_mb", int),
+        gpus=_as_number(resources.get("gpus", 0), "resources.gpus", int),
+        prepare_needs_network=_as_bool(prepare.get("network", False), "prepare.network"),
+        reference_score=None if reference is None else _as_number(reference, "reference_score"),
+    )
+
+
+def read_only_patterns_parse(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def is_read_only(rel_path: str, patterns: list[str]) -> bool:
+    """MLAgentBench matches patterns with fnmatch against paths like ``./data/x.csv`` and ``data/x.csv``."""
+    rel = rel_path.removeprefix("./")
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch("./" + rel, p) for p in patterns)
+
+
+def _defines_get_score(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise TaskPackageError(f"scripts/eval.py does not parse: {exc}") from exc
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "get_score":
+            return True
+        if isinstance(node, ast.Assign | ast.ImportFrom):
+            names = [getattr(t, "id", None) for t in getattr(node, "targets", [])]
+            names += [a.asname or a.name for a in getattr(node, "names", [])]
+            if "get_score" in names:
+                return True
+    return False
+
+
+def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
+    """Read a task folder and check its structure. Raises TaskPackageError naming what is missing."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskPackageError(f"{root} is not a folder")
+    scripts = root / "scripts"
+    env = root / "env"
+    problems = []
+    if not scripts.is_dir():
+        problems.append("a scripts/ folder (hidden files: research_problem.txt, eval.py)")
+    if not env.is_dir() and not (scripts / "prepare.py").is_file():
+        problems.append("an env/ folder (the files the agent sees) or a scripts/prepare.py that creates it")
+    if scripts.is_dir() and not (scripts / "research_problem.txt").is_file():
+        problems.append("scripts/research_problem.txt (the task description given to the agent)")
+    if scripts.is_dir() and not (scripts / "eval.py").is_file():
+        problems.append("scripts/eval.py defining get_score(submission_folder) -> float")
+    if problems:
+        raise TaskPackageError(f"{root.name}: not a task package; missing " + "; ".join(problems))
+    eval_source = (scripts / "eval.py").read_text(errors="replace")
+    if not _defines_get_score(eval_source):
+        raise TaskPackageError(
+            "scripts/eval.py does not define get_score(submission_folder); expected a function that "
+            "scores the submission folder and returns a number"
+        )
+    manifest_path = root / "task.toml"
+    default_title = root.name.replace("-", " ").replace("_", " ").strip().capitalize()
+    manifest = (
+        manifest_parse(manifest_path.read_text(), default_title=default_title)
+        if manifest_path.is_file()
+        else manifest_parse("", default_title=default_title)
+    )
+    research_problem = (scripts / "research_problem.txt").read_text(errors="replace").strip()
+    if not research_problem:
+        raise TaskPackageError("scripts/research_problem.txt is empty; expected the task description")
+    ro_path = scripts / "read_only_files.txt"
+    patterns = read_only_patterns_parse(ro_path.read_text()) if ro_path.is_file() else []
+    return TaskPackage(
+        root=root,
+        slug=slug or slug_from_name(root.name),
+        manifest=manifest,
+        research_problem=research_problem,
+        read_only_patterns=patterns,
+    )
+
+
+def iter_files(root: Path):
+    """Yield (relative posix path, absolute path) of regular files below root, sorted, skipping caches."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_NAMES)
+        for name in sorted(filenames):
+            if name in IGNORED_NAMES or name.endswith(".pyc"):
+                continue
+            path = Path(dirpath) / name
+            yield path.relative_to(root).as_posix(), path
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def package_digest(root: Path) -> str:
+    """sha256 over the sorted (path, content hash) pairs of the package: same files, same digest."""
+    digest = hashlib.sha256()
+    for rel, path in iter_files(root):
+        if path.is_symlink():
+            raise TaskPackageError(f"{rel} is a symbolic link; task packages hold regular files only")
+        digest.update(rel.encode() + b"\0" + file_sha256(path).encode() + b"\n")
+    return digest.hexdigest()

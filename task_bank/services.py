@@ -1,0 +1,116 @@
+"""Writes to the task bank: importing packages as tasks and versions."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from .models import Task, TaskVersion
+from .package import TaskPackage, TaskPackageError, iter_files, package_digest, package_load
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+
+
+def packages_dir() -> Path:
+    return Path(settings.BENCH_DATA_DIR) / "task_packages"
+
+
+def _store_package(package: TaskPackage, digest: str) -> Path:
+    """Copy the package files to the package store under their digest (atomically, once)."""
+    dest = packages_dir() / digest
+    if dest.is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=dest.parent))
+    try:
+        for rel, path in iter_files(package.root):
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        tmp.rename(dest)
+    except FileExistsError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def task_import(
+    *,
+    root: Path,
+    slug: str | None = None,
+    source: str = Task.Source.IMPORTED,
+    metric_name: str | None = None,
+    higher_is_better: bool | None = None,
+) -> tuple[TaskVersion, bool]:
+    """Import a task folder. Returns (version, created): same files as an existing version = no new version.
+
+    Options override or complete the manifest; the metric direction must come from one of them.
+    """
+    package = package_load(Path(root), slug=slug)
+    manifest = package.manifest
+    if metric_name:
+        manifest = replace(manifest, metric_name=metric_name)
+    if higher_is_better is not None:
+        manifest = replace(manifest, higher_is_better=higher_is_better)
+    if manifest.higher_is_better is None:
+        raise TaskPackageError(
+            f"{package.slug}: the metric direction is unknown; set metric.higher_is_better in task.toml "
+            "or give --higher-is-better / --lower-is-better"
+        )
+    digest = package_digest(package.root)
+    stored = _store_package(package, digest)
+    with transaction.atomic():
+        task, _ = Task.objects.select_for_update().get_or_create(
+            slug=package.slug,
+            defaults={"title": manifest.title, "category": manifest.category, "source": source},
+        )
+        existing = TaskVersion.objects.filter(task=task, digest=digest).first()
+        if existing is not None:
+            if task.current_version_id != existing.pk:
+                task.current_version = existing
+                task.save(update_fields=["current_version", "updated_at"])
+            return existing, False
+        last = task.versions.order_by("-number").values_list("number", flat=True).first() or 0
+        version = TaskVersion.objects.create(
+            task=task,
+            number=last + 1,
+            digest=digest,
+            package_path=str(stored),
+            research_problem=package.research_problem,
+            metric_name=manifest.metric_name,
+            higher_is_better=manifest.higher_is_better,
+            success_threshold=manifest.success_threshold,
+            script_name=manifest.script,
+            max_steps=manifest.max_steps,
+            max_time_s=manifest.max_time_s,
+            resources=manifest.resources,
+            data_license=manifest.data_license,
+            prepare_needs_network=manifest.prepare_needs_network,
+            read_only_patterns=package.read_only_patterns,
+            reference_score=manifest.reference_score,
+            manifest={
+                "title": manifest.title,
+                "category": manifest.category,
+                "description": manifest.description,
+            },
+        )
+        task.title = manifest.title
+        task.category = manifest.category
+        task.current_version = version
+        task.save(update_fields=["title", "category", "current_version", "updated_at"])
+    return version, True
+
+
+def builtin_task_dirs() -> list[Path]:
+    return sorted(p for p in BUILTIN_DIR.iterdir() if p.is_dir() and (p / "scripts").is_dir())
+
+
+def builtin_tasks_load() -> list[tuple[TaskVersion, bool]]:
+    return [task_import(root=path, source=Task.Source.BUILTIN) for path in builtin_task_dirs()]

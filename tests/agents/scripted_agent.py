@@ -1,0 +1,25 @@
+"""A test agent driven by its configuration: it writes the lines listed in config["script"] one by one.
+
+Each entry is either a protocol message (an object, sent as JSON), a raw string (sent as is, to test
+garbage), or {"exit": code, "stderr": text} to stop. After each line it reads the answer and prints it to
+stderr, so tests can see what the agent received.
+"""
+
+import json
+import sys
+
+start = json.loads(sys.stdin.readline())
+print("started with actions:", [a["name"] for a in start["actions"]], file=sys.stderr, flush=True)
+for item in start["config"].get("script", []):
+    if isinstance(item, dict) and "exit" in item:
+        print(item.get("stderr", ""), file=sys.stderr, flush=True)
+        sys.exit(item["exit"])
+    line = item if isinstance(item, str) else json.dumps(item)
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        break
+    print("answer:", answer.strip()[:300], file=sys.stderr, flush=True)
+    if json.loads(answer).get("type") == "end":
+        break

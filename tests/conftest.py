@@ -1,0 +1,60 @@
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bench.celery import app as celery_app
+
+from .factories import package_write
+
+TEST_QUEUE = f"bench-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def celery_test_queue():
+    """Runs queued by tests go to a queue of this test session only."""
+    celery_app.conf.task_default_queue = TEST_QUEUE
+    yield TEST_QUEUE
+
+
+@pytest.fixture(scope="session")
+def bench_var(tmp_path_factory) -> Path:
+    """One data folder per test session: prepared tasks and blobs are shared between tests."""
+    return tmp_path_factory.mktemp("var")
+
+
+@pytest.fixture(autouse=True)
+def bench_dirs(settings, bench_var):
+    settings.BENCH_DATA_DIR = bench_var
+    settings.BENCH_RUNS_DIR = bench_var / "runs"
+    settings.BENCH_TASK_CACHE_DIR = bench_var / "tasks"
+    settings.MEDIA_ROOT = bench_var / "media"
+    settings.BENCH_BLOB_DIR = bench_var / "media" / "blobs"
+    (bench_var / "runs").mkdir(exist_ok=True)
+    return bench_var
+
+
+@pytest.fixture
+def digits(db):
+    """The built-in digits task, imported (not yet validated)."""
+    from task_bank.services import BUILTIN_DIR, task_import
+
+    version, _ = task_import(root=BUILTIN_DIR / "digits", source="builtin")
+    return version
+
+
+@pytest.fixture
+def baseline_agent(db):
+    from runner.agents import agents_builtin_ensure
+
+    return next(a for a in agents_builtin_ensure() if a.name == "baseline")
+
+
+@pytest.fixture
+def tiny_task(db, tmp_path):
+    """A task that runs in a blink: train.py writes a number, eval.py reads it. Import returns the version."""
+    from task_bank.services import task_import
+
+    root = package_write(tmp_path / "tiny")
+    version, _ = task_import(root=root, slug="tiny")
+    return version

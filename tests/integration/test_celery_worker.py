@@ -1,0 +1,31 @@
+"""The whole path on the scale-out stack: bench_run -> Redis -> a real Celery worker -> PostgreSQL."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from runner.models import Run, Step
+
+from ..scoring import eval_score_of
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_worker_runs_the_baseline_and_records_the_eval_score(celery_worker_process, digits, capsys, tmp_path):
+    call_command("bench_run", "--agent", "baseline", "--task", "digits", "--wait", "--timeout", "300")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+
+    assert lines[0]["status"] == "queued"
+    final = lines[-1]
+    assert final["status"] == "finished", final
+    run = Run.objects.get(pk=final["run"])
+    assert run.worker.startswith("test-")  # executed by the worker process, not in here
+    assert list(Step.objects.filter(run=run).values_list("action", flat=True)) == [
+        "List Files",
+        "Execute Script",
+        "Final Answer",
+    ]
+    assert run.final_score == pytest.approx(eval_score_of(run, tmp_path))
+    assert final["final_score"] == run.final_score
+    assert run.task_version.baseline_score == pytest.approx(run.final_score)

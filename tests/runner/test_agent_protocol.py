@@ -1,0 +1,77 @@
+import pytest
+
+from runner.execution import run_execute
+from runner.models import Run, Step
+from runner.services import run_create
+
+from ..factories import AgentFactory
+
+FINAL = {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}}
+
+
+def run_scripted(version, script: list) -> Run:
+    agent = AgentFactory(config={"script": script})
+    run = run_create(task=version.task, agent=agent, enqueue=False)
+    return run_execute(run.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_line_that_is_not_json_gets_an_error_observation_and_the_run_goes_on(tiny_task):
+    run = run_scripted(
+        tiny_task,
+        [
+            "this is not json",
+            {"type": "act", "action": "Execute Script", "input": {"script_name": "train.py"}},
+            FINAL,
+        ],
+    )
+
+    steps = list(Step.objects.filter(run=run))
+    assert [s.action for s in steps] == ["Invalid Message", "Execute Script", "Final Answer"]
+    assert steps[0].is_error
+    assert "not valid JSON" in steps[0].observation
+    assert steps[0].action_input == {"line": "this is not json"}
+    assert 'answer: {"type": "error"' in run.stderr_tail
+    assert run.status == "finished"
+    assert run.final_score == 2.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_that_exits_without_final_answer_fails_with_its_stderr_tail(tiny_task):
+    run = run_scripted(
+        tiny_task,
+        [
+            {"type": "act", "action": "List Files", "input": {"dir_path": "."}},
+            {"exit": 3, "stderr": "Traceback: the agent fell over"},
+        ],
+    )
+
+    assert run.status == "failed"
+    assert run.failure_kind == "agent"
+    assert "exited (code 3) without a Final Answer" in run.error
+    assert "the agent fell over" in run.stderr_tail
+    assert run.steps_count == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_action_is_an_error_observation_listing_the_actions(tiny_task):
+    run = run_scripted(tiny_task, [{"type": "act", "action": "Fly", "input": {}}, FINAL])
+
+    first = Step.objects.get(run=run, index=0)
+    assert first.is_error
+    assert first.observation.startswith("Invalid action: Fly.")
+    assert "Execute Script" in first.observation
+    assert run.status == "finished"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_step_limit_ends_the_run_and_the_workspace_is_still_scored(tiny_task):
+    listing = {"type": "act", "action": "Execute Script", "input": {"script_name": "train.py"}}
+    agent = AgentFactory(config={"script": [listing] * 5})
+    run = run_create(task=tiny_task.task, agent=agent, enqueue=False, max_steps=2)
+    run = run_execute(run.pk)
+
+    assert run.steps_count == 2
+    assert run.status == "failed"
+    assert run.failure_kind == "limit"
+    assert run.final_score == 2.0

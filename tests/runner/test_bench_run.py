@@ -1,0 +1,54 @@
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from runner.models import Run, Step
+
+from ..scoring import eval_score_of
+
+
+def bench_run(capsys, *args) -> list[dict]:
+    call_command("bench_run", *args)
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_runs_the_baseline_inline_and_reports_the_eval_score(capsys, digits, tmp_path):
+    lines = bench_run(capsys, "--agent", "baseline", "--task", "digits", "--inline")
+
+    assert lines[0] == {"run": lines[0]["run"], "task": "digits", "agent": "baseline", "status": "queued"}
+    final = lines[-1]
+    assert final["status"] == "finished"
+    run = Run.objects.get(pk=final["run"])
+    assert [s.action for s in Step.objects.filter(run=run)] == [
+        "List Files",
+        "Execute Script",
+        "Final Answer",
+    ]
+    assert final["final_score"] == pytest.approx(eval_score_of(run, tmp_path))
+    assert 0.5 < final["final_score"] < 0.95
+    # The baseline was measured first, by a validation run of the baseline agent.
+    digits.refresh_from_db()
+    assert digits.status == "ready"
+    assert digits.baseline_score == pytest.approx(final["final_score"])
+    assert final["improvement"] == pytest.approx(0.0)
+    assert final["succeeded"] is False
+
+
+@pytest.mark.django_db
+def test_an_unknown_agent_is_refused_with_the_valid_names(digits):
+    with pytest.raises(CommandError) as exc:
+        call_command("bench_run", "--agent", "nobody", "--task", "digits")
+    assert "unknown agent 'nobody'" in str(exc.value)
+    assert "baseline@1" in str(exc.value)
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_unknown_task_is_refused_with_the_valid_names(digits):
+    with pytest.raises(CommandError) as exc:
+        call_command("bench_run", "--agent", "baseline", "--task", "digits", "--task", "nope")
+    assert "unknown task 'nope'" in str(exc.value)
+    assert "valid tasks: digits" in str(exc.value)
+    assert not Run.objects.exists()

@@ -1,0 +1,84 @@
+"""The file actions: what they do, and what they refuse (with the message the agent sees)."""
+
+import os
+
+
+def test_list_files_shows_files_and_folders(make_env):
+    env = make_env({"train.py": "", "data/a.csv": ""})
+    assert env.execute("List Files", {"dir_path": "."}).observation == "data/\ntrain.py\n"
+
+
+def test_read_write_append_round_trip(make_env):
+    env = make_env()
+    assert env.execute("Write File", {"file_name": "notes.txt", "content": "a"}).observation == (
+        "File notes.txt written successfully."
+    )
+    env.execute("Append File", {"file_name": "notes.txt", "content": "b"})
+    assert env.execute("Read File", {"file_name": "notes.txt"}).observation == "ab"
+
+
+def test_copy_and_undo_restore_the_previous_version(make_env):
+    env = make_env({"train.py": "v1"})
+    env.execute("Write File", {"file_name": "train.py", "content": "v2"})
+    env.execute("Copy File", {"source": "train.py", "destination": "copy.py"})
+    assert (env.workspace / "copy.py").read_text() == "v2"
+
+    outcome = env.execute("Undo Edit Script", {"script_name": "train.py"})
+
+    assert (env.workspace / "train.py").read_text() == "v1"
+    assert outcome.observation.endswith("v1")
+    assert env.execute("Undo Edit Script", {"script_name": "train.py"}).observation == (
+        "EnvError: There is no change to undo."
+    )
+
+
+def test_inspect_script_lines(make_env):
+    env = make_env({"s.py": "\n".join(f"line {i}" for i in range(1, 201))})
+    outcome = env.execute(
+        "Inspect Script Lines", {"script_name": "s.py", "start_line_number": "3", "end_line_number": 4}
+    )
+    assert outcome.observation.endswith("line 3\nline 4")
+    too_many = env.execute(
+        "Inspect Script Lines", {"script_name": "s.py", "start_line_number": 1, "end_line_number": 150}
+    )
+    assert "limited to 100 lines" in too_many.observation
+
+
+def test_paths_outside_the_workspace_are_refused(make_env, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hidden")
+    env = make_env()
+    os.symlink(secret, env.workspace / "link.txt")
+
+    for name in ["../secret.txt", str(secret), "link.txt", "a/../../secret.txt"]:
+        outcome = env.execute("Read File", {"file_name": name})
+        assert outcome.error, name
+        assert "not in the work directory" in outcome.observation, name
+        assert "hidden" not in outcome.observation
+
+
+def test_read_only_files_cannot_be_written_appended_copied_over_or_undone(make_env):
+    env = make_env({"data.csv": "x", "other.txt": "y"}, read_only_patterns=["data.csv"])
+    attempts = [
+        ("Write File", {"file_name": "data.csv", "content": "z"}),
+        ("Append File", {"file_name": "data.csv", "content": "z"}),
+        ("Copy File", {"source": "other.txt", "destination": "data.csv"}),
+        ("Undo Edit Script", {"script_name": "data.csv"}),
+    ]
+    for name, args in attempts:
+        outcome = env.execute(name, args)
+        assert outcome.observation == "EnvError: cannot write file data.csv because it is a read-only file.", name
+    assert (env.workspace / "data.csv").read_text() == "x"
+
+
+def test_bad_input_names_the_problem_and_shows_the_usage(make_env):
+    env = make_env()
+    missing = env.execute("Read File", {})
+    assert "missing file_name" in missing.observation
+    assert '"file_name": [a valid file name' in missing.observation
+    extra = env.execute("List Files", {"dir_path": ".", "recursive": True})
+    assert "unexpected recursive" in extra.observation
+    wrong_type = env.execute("Read File", {"file_name": 3})
+    assert "file_name must be a string" in wrong_type.observation
+    not_a_dict = env.execute("Read File", "train.py")
+    assert "needs to be a valid json" in not_a_dict.observation

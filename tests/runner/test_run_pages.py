@@ -1,0 +1,90 @@
+import pytest
+from django.urls import reverse
+
+from runner.models import Run
+
+from ..factories import RunFactory, StepFactory
+
+
+@pytest.fixture
+def finished_run(tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, final_score=2.5, steps_count=3)
+    StepFactory(
+        run=run,
+        index=0,
+        action="List Files",
+        observation="train.py\ndata.txt\n",
+        entries={"Thought": "look around first"},
+    )
+    StepFactory(
+        run=run,
+        index=1,
+        action="Execute Script",
+        action_input={"script_name": "train.py"},
+        observation="The script has been executed. Here is the output:\ntraining\ndone\n",
+    )
+    StepFactory(
+        run=run,
+        index=2,
+        action="Final Answer",
+        action_input={"final_answer": "value is 2.5"},
+        observation="end",
+    )
+    return run
+
+
+def test_the_run_page_shows_every_step(client, finished_run):
+    response = client.get(reverse("runner:run_detail", args=[finished_run.pk]))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    for text in [
+        "Step 0",
+        "Step 1",
+        "Step 2",
+        "List Files",
+        "Execute Script",
+        "Final Answer",
+        "look around first",
+        "script_name: train.py",
+        "training\ndone",
+        "2.5000",
+    ]:
+        assert text in html, text
+    assert 'hx-trigger="every 2s"' not in html  # a finished run does not poll
+
+
+def test_a_live_run_polls_and_htmx_gets_only_the_trace(client, tiny_task):
+    run = RunFactory(
+        task_version=tiny_task, status=Run.Status.RUNNING, live_action="Execute Script", live_output="epoch 1"
+    )
+    url = reverse("runner:run_detail", args=[run.pk])
+
+    page = client.get(url).content.decode()
+    fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+
+    assert 'hx-trigger="every 2s"' in page
+    assert "epoch 1" in page
+    assert fragment.lstrip().startswith('<div id="trace"')
+    assert "<html" not in fragment
+
+
+def test_the_runs_list_links_to_each_run(client, finished_run):
+    html = client.get(reverse("runner:run_list")).content.decode()
+    assert f'href="{reverse("runner:run_detail", args=[finished_run.pk])}"' in html
+
+
+def test_list_and_trace_pages_do_not_grow_queries_with_rows(client, tiny_task, django_assert_max_num_queries):
+    runs = RunFactory.create_batch(5, task_version=tiny_task)
+    for run in runs:
+        StepFactory.create_batch(4, run=run)
+    with django_assert_max_num_queries(4):
+        client.get(reverse("runner:run_list"))
+    with django_assert_max_num_queries(3):
+        client.get(reverse("runner:run_detail", args=[runs[0].pk]))
+    with django_assert_max_num_queries(4):
+        client.get(reverse("leaderboard:home"))
+
+
+def test_an_unknown_run_is_a_404(client, db):
+    assert client.get(reverse("runner:run_detail", args=[999])).status_code == 404

@@ -1,0 +1,79 @@
+"""What a script run through Execute Script in the bwrap sandbox cannot do."""
+
+import shutil
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+CONNECT = """
+import socket
+try:
+    socket.create_connection(("127.0.0.1", 5432), timeout=3)
+    print("CONNECTED")
+except OSError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_script_cannot_connect_to_the_database_port(make_env):
+    # The port is open on the host (PostgreSQL): the refusal comes from the sandbox's empty network.
+    import socket
+
+    socket.create_connection(("127.0.0.1", 5432), timeout=3).close()
+    env = make_env({"connect.py": CONNECT})
+
+    outcome = env.execute("Execute Script", {"script_name": "connect.py"})
+
+    assert "CONNECTED" not in outcome.observation
+    assert "refused:" in outcome.observation
+
+
+def test_a_script_cannot_write_outside_the_workspace(make_env, tmp_path):
+    outside = tmp_path / "outside.txt"
+    script = f"""
+import os
+for target in [{str(outside)!r}, "/usr/escape.txt", "/etc/escape.txt", "../escape.txt"]:
+    try:
+        with open(target, "w") as fh:
+            fh.write("escaped")
+        print("WROTE", target, os.path.realpath(target))
+    except OSError as exc:
+        print("blocked", target, type(exc).__name__)
+"""
+    env = make_env({"escape.py": script})
+
+    outcome = env.execute("Execute Script", {"script_name": "escape.py"})
+
+    assert not outside.exists()
+    assert not (tmp_path / "escape.txt").exists()
+    assert outcome.observation.count("blocked") >= 3, outcome.observation
+    # "../escape.txt" from /workspace is /escape.txt inside the sandbox's own root, never the host's.
+    assert "WROTE /usr" not in outcome.observation and "WROTE /etc" not in outcome.observation
+
+
+def test_a_read_only_task_file_cannot_be_changed_by_a_script(make_env):
+    script = """
+try:
+    with open("data.txt", "w") as fh:
+        fh.write("changed")
+    print("CHANGED")
+except OSError as exc:
+    print("blocked", type(exc).__name__)
+"""
+    env = make_env({"data.txt": "original", "change.py": script}, read_only_files=["data.txt"])
+
+    outcome = env.execute("Execute Script", {"script_name": "change.py"})
+
+    assert "blocked" in outcome.observation
+    assert (env.workspace / "data.txt").read_text() == "original"
+
+
+def test_a_script_sees_no_platform_secrets(make_env, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "do-not-leak")
+    env = make_env({"env.py": "import os\nprint(sorted(os.environ))\nprint(os.environ.get('SECRET_KEY'))"})
+
+    outcome = env.execute("Execute Script", {"script_name": "env.py"})
+
+    assert "do-not-leak" not in outcome.observation
+    assert "DATABASE_URL" not in outcome.observation
