@@ -49,10 +49,11 @@ class BwrapSandbox(Sandbox):
                 cmd += ["--tmpfs", path]
             elif os.path.exists(path):
                 cmd += ["--ro-bind", "/dev/null", path]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        cmd += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+        # After the private /tmp: an interpreter installed under /tmp (a CI checkout) stays visible.
         for path in self.python_dirs:
             cmd += ["--ro-bind", str(path), str(path)]
-        cmd += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for mount in mounts:
             cmd += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         cmd += ["--chdir", cwd, "--clearenv"]
