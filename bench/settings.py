@@ -211,7 +211,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+    },
 }
 
 if not DEBUG:
@@ -221,3 +225,13 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- LLM gateway --------------------------------------------------------------------------------------
+BENCH_LLM_MAX_RETRIES = env_int("BENCH_LLM_MAX_RETRIES", 4)
+BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
+# A JSON list of endpoints, synced into the database by `manage.py bench_init`, e.g.
+# [{"name": "gpt-4o-mini", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY",
+#   "price_input_per_mtok": 0.15, "price_output_per_mtok": 0.6}]
+BENCH_MODEL_ENDPOINTS = os.environ.get("BENCH_MODEL_ENDPOINTS", "")
+BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
+BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)

@@ -17,15 +17,16 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from task_bank.models import TaskVersion
 
-from .actions import ActionOutcome, Environment, catalogue_for_agent
+from .actions import ActionOutcome, EnvError, Environment, catalogue_for_agent
 from .agents import AGENTS_DIR
 from .evaluation import EvalResult, evaluate
+from .llm import LLMError, complete
 from .models import LLMCall, Run, Step
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .protocol import AgentChannel, AgentExited, BadMessage
@@ -175,6 +176,8 @@ class RunSession:
                 None,
             )
         finally:
+            if self.environment is not None:
+                self.environment.close()
             if self.channel is not None:
                 self.channel.close()
             shutil.rmtree(self.workspace, ignore_errors=True)
@@ -251,7 +254,28 @@ class RunSession:
             tick=self.tick,
             python=sandbox_python(),
             cpus=int(resources.get("cpus", 1)),
+            research_problem=self.version.research_problem,
+            llm=self.action_llm if self.run.model else None,
+            workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
         )
+
+    def action_llm(self, messages: list[dict], purpose: str) -> str:
+        """Completions for the LLM-backed actions, on the agent's fast model, counted to this run and step."""
+        model = (self.run.agent.config or {}).get("fast_model") or self.run.model
+        try:
+            result = complete(
+                run=self.run,
+                messages=messages,
+                model=model,
+                step_index=self.step_index,
+                purpose=purpose,
+                tick=self.tick,
+            )
+        except LLMError as exc:
+            if exc.kind == "request":
+                raise EnvError(f"the LLM call failed: {exc}") from exc
+            raise
+        return result.text
 
     # -- the conversation with the agent -------------------------------------------------------------------
     def start_message(self) -> dict:
@@ -369,16 +393,26 @@ class RunSession:
                 f"the agent process exited (code {exc.exit_code}) without a Final Answer",
             )
         except Interrupted as exc:
-            if self.current_action is not None:
-                reason = "it was cancelled" if str(exc) == "cancelled" else "it reached its time limit"
-                self.record(
-                    self.current_action,
-                    self.current_input,
-                    self.current_entries,
-                    ActionOutcome(f"EnvError: the run ended while this action was running: {reason}.", error=True),
-                )
+            reason = "it was cancelled" if str(exc) == "cancelled" else "it reached its time limit"
+            self.record_interrupted(reason)
             channel.finish()
             return self.interrupted_ending(str(exc))
+        except LLMError as exc:
+            kind = Run.FailureKind.LIMIT if exc.kind == "budget" else Run.FailureKind.INFRASTRUCTURE
+            self.record_interrupted(str(exc))
+            channel.send({"type": "end", "reason": str(exc)})
+            channel.finish(grace_s=5.0)
+            return Ending(Run.Status.FAILED, kind, str(exc))
+
+    def record_interrupted(self, reason: str) -> None:
+        """The action in progress when the run had to end is recorded too, saying why it did not finish."""
+        if self.current_action is not None:
+            self.record(
+                self.current_action,
+                self.current_input,
+                self.current_entries,
+                ActionOutcome(f"EnvError: the run ended while this action was running: {reason}.", error=True),
+            )
 
     def end_for_steps(self) -> Ending:
         self.channel.send({"type": "end", "reason": f"the run reached its limit of {self.run.max_steps} steps"})
@@ -421,7 +455,13 @@ class RunSession:
                 low_level=outcome.low_level,
                 detail=outcome.detail,
             )
-            LLMCall.objects.filter(run=self.run, step__isnull=True, step_index=self.step_index).update(step=step)
+            calls = LLMCall.objects.filter(run=self.run, step__isnull=True, step_index=self.step_index)
+            usage = calls.aggregate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost"))
+            if usage["tokens_in"] is not None:
+                Step.objects.filter(pk=step.pk).update(
+                    tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost=usage["cost"]
+                )
+            calls.update(step=step)
             Run.objects.filter(pk=self.run.pk).update(
                 steps_count=F("steps_count") + 1,
                 live_action="",

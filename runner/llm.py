@@ -1,19 +1,347 @@
-"""Completions for agents, made by the platform (never from inside a sandbox)."""
+"""The LLM gateway: every completion an agent or an action needs is made here, in the worker.
+
+It resolves the run's model to a configured endpoint, enforces the run's token and cost budgets before the
+call that would exceed them, calls the endpoint with the ``openai`` client (retrying transient errors with
+backoff), counts tokens and cost to the run, and records every call. API keys are read from the worker's
+environment by variable name and never enter a sandbox, the database or a page.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import random
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
 
-from .models import Run
+import openai
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .models import LLMCall, LLMLease, ModelEndpoint, Run
+
+log = logging.getLogger(__name__)
+
+ALLOWED_OPTIONS = {"temperature", "max_tokens", "stop", "top_p", "seed"}
+DEFAULT_MAX_TOKENS = 2048
+CHARS_PER_TOKEN = 4
+
+
+class LLMError(Exception):
+    """A completion could not be made. ``kind``: request (the caller's fault; the run goes on), budget (a run
+    limit; the run ends as a limit) or infrastructure (endpoint missing or failing; not the agent's fault)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens_in: int
+    tokens_out: int
+    cost: Decimal
+    latency_s: float
+    call_id: int
+
+
+def endpoint_for(model: str) -> ModelEndpoint:
+    if not model:
+        raise LLMError("request", "this run has no model; start it with --model NAME to let it make LLM calls")
+    endpoint = ModelEndpoint.objects.filter(name=model, is_enabled=True).first()
+    if endpoint is None:
+        names = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
+        raise LLMError(
+            "infrastructure",
+            f"no model endpoint named {model!r}; configured: {', '.join(names) or 'none'}",
+        )
+    return endpoint
+
+
+def api_key_for(endpoint: ModelEndpoint) -> str:
+    if not endpoint.api_key_env:
+        return "not-needed"
+    key = os.environ.get(endpoint.api_key_env, "")
+    if not key:
+        raise LLMError(
+            "infrastructure",
+            f"the API key of endpoint {endpoint.name} is not set: environment variable {endpoint.api_key_env} "
+            "is empty on this worker",
+        )
+    return key
+
+
+def cost_of(endpoint: ModelEndpoint, tokens_in: int, tokens_out: int) -> Decimal:
+    million = Decimal(1_000_000)
+    return (
+        endpoint.price_input_per_mtok * Decimal(tokens_in) + endpoint.price_output_per_mtok * Decimal(tokens_out)
+    ) / million
+
+
+def estimate_tokens(messages: list[dict]) -> int:
+    return len(json.dumps(messages)) // CHARS_PER_TOKEN + 1
+
+
+def budget_check(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_tokens: int) -> None:
+    """Refuse the call that would take the run over its token or cost budget (estimated before the call)."""
+    fresh = Run.objects.filter(pk=run.pk).values("tokens_in", "tokens_out", "cost", "max_tokens", "max_cost").get()
+    prompt = estimate_tokens(messages)
+    if fresh["max_tokens"] is not None:
+        would = fresh["tokens_in"] + fresh["tokens_out"] + prompt + max_tokens
+        if would > fresh["max_tokens"]:
+            raise LLMError(
+                "budget",
+                f"the run's token budget of {fresh['max_tokens']} would be exceeded: {fresh['tokens_in']} + "
+                f"{fresh['tokens_out']} used, this call needs up to {prompt + max_tokens}",
+            )
+    if fresh["max_cost"] is not None:
+        would_cost = fresh["cost"] + cost_of(endpoint, prompt, max_tokens)
+        if would_cost > fresh["max_cost"]:
+            raise LLMError(
+                "budget",
+                f"the run's cost budget of {fresh['max_cost']} would be exceeded: {fresh['cost']} spent, this "
+                f"call may cost up to {cost_of(endpoint, prompt, max_tokens):.6f}",
+            )
+
+
+def _lease_acquire(endpoint: ModelEndpoint, run: Run | None, tick: Callable[[], None] | None) -> LLMLease:
+    """Wait for a free slot of the endpoint's max_concurrency, shared by all workers through the database."""
+    hold = timedelta(seconds=endpoint.timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
+    while True:
+        with transaction.atomic():
+            locked = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+            now = timezone.now()
+            LLMLease.objects.filter(endpoint=locked, expires_at__lt=now).delete()
+            if LLMLease.objects.filter(endpoint=locked).count() < locked.max_concurrency:
+                return LLMLease.objects.create(endpoint=locked, run=run, expires_at=now + hold)
+        if tick is not None:
+            tick()
+        time.sleep(0.2)
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+    return isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError | GarbageResponse)
+
+
+class GarbageResponse(Exception):
+    """The endpoint answered 200 with something that is not a chat completion."""
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {str(exc.message)[:500]}"
+    return f"{type(exc).__name__}: {str(exc)[:500]}"
+
+
+def _call(client: openai.OpenAI, endpoint: ModelEndpoint, messages: list[dict], options: dict):
+    response = client.chat.completions.create(model=endpoint.model_id, messages=messages, **options)
+    choices = getattr(response, "choices", None)
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise GarbageResponse(f"the response has no choices: {str(response)[:300]}")
+    text = choices[0].message.content
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise GarbageResponse(f"the message content is not text: {str(text)[:300]}")
+    return response, text
+
+
+def complete(
+    *,
+    run: Run | None,
+    messages: list[dict],
+    model: str | None = None,
+    step_index: int = 0,
+    purpose: str = "",
+    options: dict | None = None,
+    tick: Callable[[], None] | None = None,
+) -> Completion:
+    """Make one completion for a run (or for a connection test when run is None). Raises LLMError."""
+    model_name = model if model is not None else (run.model if run else "")
+    endpoint = endpoint_for(model_name)
+    options = {k: v for k, v in (options or {}).items() if k in ALLOWED_OPTIONS}
+    options.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+    if not _messages_ok(messages):
+        raise LLMError("request", 'messages must be a list of {"role": "system|user|assistant", "content": "..."}')
+    if run is not None:
+        budget_check(run, endpoint, messages, int(options["max_tokens"]))
+    client = openai.OpenAI(
+        base_url=endpoint.base_url, api_key=api_key_for(endpoint), timeout=endpoint.timeout_s, max_retries=0
+    )
+    attempts = settings.BENCH_LLM_MAX_RETRIES + 1
+    started = time.monotonic()
+    errors: list[str] = []
+    lease = _lease_acquire(endpoint, run, tick)
+    try:
+        for attempt in range(attempts):
+            try:
+                response, text = _call(client, endpoint, messages, options)
+            except Exception as exc:  # noqa: BLE001 - classified right below, never swallowed
+                if not isinstance(exc, openai.OpenAIError | GarbageResponse | json.JSONDecodeError):
+                    raise
+                errors.append(_describe(exc))
+                if not _transient(exc):
+                    kind = (
+                        "request"
+                        if isinstance(exc, openai.BadRequestError | openai.NotFoundError)
+                        else ("infrastructure")
+                    )
+                    _record(run, endpoint, messages, "", 0, 0, started, step_index, purpose, "; ".join(errors))
+                    raise LLMError(kind, f"the model endpoint {endpoint.name} refused the call: {errors[-1]}") from exc
+                if attempt + 1 < attempts:
+                    delay = _retry_after(exc) or min(settings.BENCH_LLM_BACKOFF_S * 2**attempt, 30.0)
+                    _sleep(delay * (0.8 + 0.4 * random.random()), tick)
+                continue
+            usage = getattr(response, "usage", None)
+            tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else estimate_tokens(messages)
+            tokens_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else len(text) // CHARS_PER_TOKEN
+            notes = [f"retried after: {'; '.join(errors)}"] if errors else []
+            if not usage:
+                notes.append("the endpoint reported no usage; tokens estimated from characters")
+            note = "\n".join(notes)
+            call = _record(run, endpoint, messages, text, tokens_in, tokens_out, started, step_index, purpose, note)
+            return Completion(text, tokens_in, tokens_out, call.cost, call.latency_s, call.pk)
+    finally:
+        LLMLease.objects.filter(pk=lease.pk).delete()
+    _record(run, endpoint, messages, "", 0, 0, started, step_index, purpose, "; ".join(errors))
+    raise LLMError(
+        "infrastructure",
+        f"the model endpoint {endpoint.name} failed {attempts} times: {errors[-1] if errors else 'no answer'}",
+    )
+
+
+def _messages_ok(messages: object) -> bool:
+    return isinstance(messages, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    )
+
+
+def _sleep(seconds: float, tick: Callable[[], None] | None) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if tick is not None:
+            tick()
+        time.sleep(min(0.25, max(deadline - time.monotonic(), 0)))
+
+
+def _record(
+    run: Run | None,
+    endpoint: ModelEndpoint,
+    messages: list[dict],
+    text: str,
+    tokens_in: int,
+    tokens_out: int,
+    started: float,
+    step_index: int,
+    purpose: str,
+    error: str,
+) -> LLMCall:
+    cost = cost_of(endpoint, tokens_in, tokens_out)
+    latency = time.monotonic() - started
+    if run is None:
+        return LLMCall(cost=cost, latency_s=latency)
+    with transaction.atomic():
+        call = LLMCall.objects.create(
+            run=run,
+            step_index=step_index,
+            purpose=purpose[:60],
+            endpoint=endpoint.name,
+            model=endpoint.model_id,
+            messages=messages,
+            completion=text,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
+            latency_s=latency,
+            error=error[:4000],
+        )
+        Run.objects.filter(pk=run.pk).update(
+            tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
+        )
+    return call
 
 
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
-    """Answer an agent's ``llm`` request. Without a configured model endpoint there is nothing to call."""
+    """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
+    options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
+    try:
+        result = complete(
+            run=run,
+            messages=message.get("messages"),
+            model=message.get("model") or run.model,
+            step_index=step_index,
+            purpose=str(message.get("purpose", "agent")),
+            options=options,
+            tick=tick,
+        )
+    except LLMError as exc:
+        if exc.kind == "request":
+            return {"type": "error", "message": str(exc)}
+        raise
     return {
-        "type": "error",
-        "message": (
-            f"no model endpoint is configured for model {run.model!r}; this run cannot make LLM calls"
-            if run.model
-            else "this run has no model; start it with --model NAME to let the agent make LLM calls"
-        ),
+        "type": "completion",
+        "text": result.text,
+        "tokens_in": result.tokens_in,
+        "tokens_out": result.tokens_out,
+        "cost": float(result.cost),
     }
+
+
+def endpoint_check(endpoint: ModelEndpoint) -> tuple[bool, str]:
+    """The admin's "test connection": one tiny completion; the outcome is stored on the endpoint."""
+    try:
+        result = complete(
+            run=None,
+            model=endpoint.name,
+            messages=[{"role": "user", "content": "Reply with the word: pong"}],
+            options={"max_tokens": 5},
+        )
+        ok, message = True, f"answered {result.text[:80]!r} in {result.latency_s:.2f} s"
+    except LLMError as exc:
+        ok, message = False, str(exc)
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(
+        last_check_at=timezone.now(), last_check_ok=ok, last_check_message=message
+    )
+    return ok, message
+
+
+def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
+    """Create or update endpoints from configuration (BENCH_MODEL_ENDPOINTS)."""
+    allowed = {
+        "base_url", "api_key_env", "model_id", "price_input_per_mtok", "price_output_per_mtok", "timeout_s",
+        "max_concurrency", "is_enabled",
+    }  # fmt: skip
+    endpoints = []
+    for spec in specs:
+        if not isinstance(spec, dict) or "name" not in spec or "base_url" not in spec:
+            raise ValueError(f"a model endpoint needs at least name and base_url: {spec!r}")
+        unknown = set(spec) - allowed - {"name"}
+        if unknown:
+            raise ValueError(
+                f"unknown keys {sorted(unknown)} in model endpoint {spec['name']}; allowed: {sorted(allowed)}"
+            )
+        defaults = {k: v for k, v in spec.items() if k in allowed}
+        defaults.setdefault("model_id", spec["name"])
+        endpoint, _ = ModelEndpoint.objects.update_or_create(name=spec["name"], defaults=defaults)
+        endpoints.append(endpoint)
+    return endpoints

@@ -195,3 +195,44 @@ class LLMCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.step_index} {self.model}"
+
+
+class ModelEndpoint(models.Model):
+    """An OpenAI-compatible model endpoint. Runs name it by ``name``; the API key never enters the database:
+    only the name of the environment variable that holds it."""
+
+    name = models.SlugField(max_length=100, unique=True, help_text="What runs call this model (--model NAME).")
+    base_url = models.URLField(max_length=300, help_text="OpenAI-compatible base URL, e.g. https://host/v1")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable (on the workers) that holds the API key; blank for none.",
+    )
+    model_id = models.CharField(max_length=200, help_text="The model id sent to the endpoint.")
+    price_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    timeout_s = models.FloatField(default=120)
+    max_concurrency = models.PositiveIntegerField(default=4)
+    is_enabled = models.BooleanField(default=True)
+    last_check_at = models.DateTimeField(null=True, blank=True)
+    last_check_ok = models.BooleanField(null=True, blank=True)
+    last_check_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LLMLease(models.Model):
+    """A slot of an endpoint's concurrency taken by one call in flight (across all workers)."""
+
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="leases")
+    run = models.ForeignKey(Run, null=True, on_delete=models.CASCADE)
+    acquired_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} lease {self.pk}"

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .sandbox.process import HeadTail, kill_group, reap
+from .sandbox.process import HeadTail, is_running, kill_group, reap
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 STDERR_LOG_LIMIT = 10 * 1024 * 1024
@@ -53,14 +53,6 @@ def message_parse(line: bytes) -> dict:
     if kind == "llm" and not isinstance(message.get("messages"), list):
         raise BadMessage('an "llm" message needs "messages": a list of {"role": ..., "content": ...}')
     return message
-
-
-def _running(pid: int) -> bool:
-    """True while the process has not exited (checked without reaping it, so rusage is kept)."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
-    except ChildProcessError:
-        return False
 
 
 class AgentChannel:
@@ -142,12 +134,13 @@ class AgentChannel:
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and _running(self.proc.pid):
+        while time.monotonic() < deadline and is_running(self.proc):
             self._drain_stderr()
             time.sleep(0.05)
         self._drain_stderr()
         kill_group(self.proc)
-        self.exit_code, self.cpu_seconds, self.max_rss_mb = reap(self.proc)
+        info = reap(self.proc)
+        self.exit_code, self.cpu_seconds, self.max_rss_mb = info.code, info.cpu_seconds, info.max_rss_mb
         return self.exit_code
 
     def _drain_stderr(self) -> None:

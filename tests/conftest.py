@@ -58,3 +58,28 @@ def tiny_task(db, tmp_path):
     root = package_write(tmp_path / "tiny")
     version, _ = task_import(root=root, slug="tiny")
     return version
+
+
+@pytest.fixture
+def llm_server():
+    from .llm_server import FakeOpenAI
+
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def endpoint(db, llm_server, settings):
+    """A model endpoint named "test-model" on the scripted server, priced 1 and 2 per million tokens."""
+    from runner.models import ModelEndpoint
+
+    settings.BENCH_LLM_BACKOFF_S = 0.01
+    return ModelEndpoint.objects.create(
+        name="test-model",
+        base_url=llm_server.base_url,
+        model_id="scripted-1",
+        price_input_per_mtok=1,
+        price_output_per_mtok=2,
+        timeout_s=5,
+    )

@@ -1,8 +1,57 @@
-"""Code actions: run in the workspace sandbox with no network, under the run's limits."""
+"""Code actions: Execute Script and Python REPL run in the workspace sandbox, no network, under the limits."""
 
 from __future__ import annotations
 
+import signal
+import time
+
+from ..sandbox.process import ProcessResult, run_process
 from .environment import WORKSPACE, ActionOutcome, EnvError, Environment
+
+
+def limits_note(env: Environment, result: ProcessResult) -> str:
+    """Which limit stopped the process, in words the agent can act on ('' when none did)."""
+    if result.stopped_reason:
+        return result.stopped_reason
+    if result.timed_out:
+        return f"it was stopped after the {env.action_timeout_s:.0f}-second time limit of one action"
+    if result.oom_killed:
+        return f"it was killed for using more than the memory limit of {env.limits.memory_mb} MB"
+    if result.hit_process_limit:
+        return f"it tried to start more than the limit of {env.limits.processes} processes"
+    code = result.exit_code
+    if code is None or code == 0:
+        return ""
+    signum = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        name = signal.Signals(signum).name if signum else ""
+    except ValueError:
+        name = ""
+    return {
+        "SIGXCPU": f"it reached the CPU time limit of {env.limits.cpu_seconds} s",
+        "SIGXFSZ": f"a file grew over the file size limit of {env.limits.file_size_mb} MB",
+        "SIGKILL": "it was killed (SIGKILL), most likely for using more memory than the limit",
+    }.get(name, "")
+
+
+def workspace_guard(env: Environment):
+    """A check for run_process: stop the script when the workspace grows over its size limit."""
+    last = [0.0]
+
+    def check() -> str:
+        now = time.monotonic()
+        if now - last[0] < 2.0:
+            return ""
+        last[0] = now
+        size = env.workspace_size_mb()
+        if size > env.workspace_limit_mb:
+            return (
+                f"it was stopped because the workspace grew to {size:.0f} MB, over its limit of "
+                f"{env.workspace_limit_mb} MB"
+            )
+        return ""
+
+    return check
 
 
 def execute_script(env: Environment, script_name: str) -> ActionOutcome:
@@ -10,14 +59,8 @@ def execute_script(env: Environment, script_name: str) -> ActionOutcome:
     if not path.is_file():
         raise EnvError(f"The file {script_name} does not exist.")
     rel = env.relative(path)
-    from ..sandbox.process import run_process
-
     proc = env.sandbox.popen(
-        [env.python, "-u", rel],
-        mounts=env.mounts(),
-        cwd=WORKSPACE,
-        env=env.sandbox_env(),
-        limits=env.limits,
+        [env.python, "-u", rel], mounts=env.mounts(), cwd=WORKSPACE, env=env.sandbox_env(), limits=env.limits
     )
     result = run_process(
         proc,
@@ -25,6 +68,7 @@ def execute_script(env: Environment, script_name: str) -> ActionOutcome:
         keep_bytes=env.observation_limit,
         on_output=env.on_output,
         tick=env.tick,
+        check=workspace_guard(env),
     )
     detail = {
         "exit_code": result.exit_code,
@@ -33,20 +77,22 @@ def execute_script(env: Environment, script_name: str) -> ActionOutcome:
         "max_rss_mb": round(result.max_rss_mb, 1),
         "output_bytes": result.output_bytes,
     }
-    if result.timed_out:
-        text = result.stdout + result.stderr
+    limit = limits_note(env, result)
+    if limit:
+        detail["limit"] = limit
+    if result.timed_out or result.stopped_reason:
+        text = (result.stdout + result.stderr).strip()
         return ActionOutcome(
-            f"EnvError: the script {script_name} was stopped after the {env.action_timeout_s:.0f}-second time "
-            f"limit for one action. Output before it was stopped:\n{text}",
+            f"EnvError: the script {script_name} did not finish: {limit}. Output before it was stopped:\n{text}",
             error=True,
-            detail=detail | {"limit": "action_timeout"},
+            detail=detail,
         )
     output = result.stdout if result.exit_code == 0 else result.stderr
     if result.exit_code == 0 and not output.strip():
         output = result.stderr
     note = ""
     if result.exit_code != 0:
-        note = f"\n(The script exited with code {result.exit_code}{_signal_note(result.exit_code, env)}.)"
+        note = f"\n(The script exited with code {result.exit_code}{': ' + limit if limit else ''}.)"
     return ActionOutcome(
         "The script has been executed. Here is the output:\n" + output + note,
         error=result.exit_code != 0,
@@ -54,22 +100,8 @@ def execute_script(env: Environment, script_name: str) -> ActionOutcome:
     )
 
 
-def _signal_note(exit_code: int | None, env: Environment) -> str:
-    if exit_code is None or exit_code >= 0:
-        return ""
-    import signal
-
-    try:
-        name = signal.Signals(-exit_code).name
-    except ValueError:
-        name = f"signal {-exit_code}"
-    hints = {
-        "SIGKILL": " - killed, most likely for using more memory than the limit",
-        "SIGXCPU": f" - the CPU time limit of {env.limits.cpu_seconds} s was reached",
-        "SIGXFSZ": f" - a file grew over the {env.limits.file_size_mb} MB file size limit",
-        "SIGSEGV": " - a segmentation fault (possibly memory exhaustion)",
-    }
-    return f": {name}{hints.get(name, '')}"
+def python_repl(env: Environment, command: str) -> ActionOutcome:
+    return env.repl().run(command)
 
 
-HANDLERS = {"Execute Script": execute_script}
+HANDLERS = {"Execute Script": execute_script, "Python REPL": python_repl}

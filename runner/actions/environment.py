@@ -6,6 +6,8 @@ code actions run in the sandbox. It knows nothing of the database: the run servi
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,16 +50,70 @@ class Environment:
     tick: Callable[[], None] | None = None
     python: str = "python"
     cpus: int = 1
+    research_problem: str = ""
+    #: llm(messages, purpose) -> text, for the LLM-backed actions; None = the run has no model.
+    llm: Callable[[list[dict], str], str] | None = None
+    workspace_limit_mb: int = 2048
 
     def __post_init__(self) -> None:
-        from . import code, files
+        from . import code, files, research
 
         self.workspace = Path(self.workspace)
         self.handlers: dict[str, Callable[..., ActionOutcome | str]] = {
             **files.HANDLERS,
             **code.HANDLERS,
+            **research.HANDLERS,
+            **(research.LLM_HANDLERS if self.llm is not None else {}),
             "Final Answer": lambda env, final_answer: ActionOutcome("end", final=True),
         }
+        self.low_level: list[dict] = []
+        self._repl = None
+
+    # -- building blocks for high-level actions --------------------------------------------------------------
+    def low(self, name: str, args: dict) -> str:
+        """Run a low-level action as part of the current one and record it under the step."""
+        from . import files
+
+        handler = files.HANDLERS[name]
+        try:
+            observation = handler(self, **args)
+        except EnvError as exc:
+            self.low_level.append({"action": name, "input": args, "observation": f"EnvError: {exc}"[:2000]})
+            raise
+        self.low_level.append({"action": name, "input": _short(args), "observation": observation[:2000]})
+        return observation
+
+    def low_read_or_empty(self, file_name: str) -> str:
+        path = self.resolve(file_name)
+        return self.low("Read File", {"file_name": file_name}) if path.exists() else ""
+
+    def ask(self, prompt: str, purpose: str) -> str:
+        if self.llm is None:
+            raise EnvError("this run has no model, so actions that need an LLM are not available")
+        return self.llm([{"role": "user", "content": prompt}], purpose)
+
+    def repl(self):
+        from .repl import Repl
+
+        if self._repl is None:
+            self._repl = Repl(self)
+        return self._repl
+
+    def close(self) -> None:
+        if self._repl is not None:
+            self._repl.close()
+
+    def workspace_size_mb(self) -> float:
+        """Size of what the agent put in the workspace (the task's read-only files do not count)."""
+        total = 0
+        skip = {str(self.workspace / rel) for rel in self.read_only_files}
+        for dirpath, _dirs, filenames in os.walk(self.workspace):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if path not in skip:
+                    with contextlib.suppress(OSError):
+                        total += os.lstat(path).st_size
+        return total / (1024 * 1024)
 
     @property
     def action_names(self) -> list[str]:
@@ -148,6 +204,7 @@ class Environment:
 
     def execute(self, name: str, action_input: object) -> ActionOutcome:
         started = time.monotonic()
+        self.low_level = []
         spec = BY_NAME.get(name) if isinstance(name, str) else None
         if spec is None or name not in self.handlers:
             names = ", ".join(self.action_names)
@@ -164,4 +221,20 @@ class Environment:
                 outcome = ActionOutcome(f"EnvError: {exc}", error=True)
         outcome.observation, outcome.full_observation = self.bound(outcome.observation)
         outcome.detail.setdefault("duration_s", round(time.monotonic() - started, 3))
+        outcome.low_level = outcome.low_level or self.low_level
+        if name != "Final Answer" and self.workspace_limit_mb:
+            size = self.workspace_size_mb()
+            if size > self.workspace_limit_mb:
+                outcome.observation += (
+                    f"\n\nWarning: the workspace holds {size:.0f} MB, over its limit of {self.workspace_limit_mb} MB. "
+                    "Scripts that write more will be stopped; delete files you do not need."
+                )
         return outcome
+
+
+def _short(args: dict) -> dict:
+    """Low-level inputs as recorded: long contents cut, so a step's record stays small."""
+    return {
+        k: (v[:2000] + f"... [{len(v)} characters]" if isinstance(v, str) and len(v) > 2000 else v)
+        for k, v in args.items()
+    }

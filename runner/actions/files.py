@@ -136,5 +136,4 @@ HANDLERS = {
     "Append File": append_file,
     "Copy File": copy_file,
     "Undo Edit Script": undo_edit_script,
-    "Inspect Script Lines": inspect_script_lines,
 }

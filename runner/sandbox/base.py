@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cgroups import Cgroup
+
 
 class SandboxError(Exception):
     """The sandbox could not start or run a process; the message says why."""
@@ -22,18 +24,25 @@ class Mount:
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for everything started in one sandbox. None = no limit."""
+    """Resource limits for everything started in one sandbox. None = no limit.
+
+    Memory and processes are enforced by a cgroup where the host allows one (real memory; holds for root
+    too), otherwise by rlimits (address space per process; RLIMIT_NPROC, which root ignores).
+    """
 
     memory_mb: int | None = 4096
     cpu_seconds: int | None = None
-    processes: int | None = 512
+    processes: int | None = 256
     file_size_mb: int | None = 2048
     open_files: int | None = 4096
+    tmp_mb: int = 1024
 
-    def apply(self) -> None:
-        """setrlimit in the child before exec; inherited by everything the sandbox starts."""
+    def apply(self, *, cgroup: Cgroup | None = None) -> None:
+        """In the child before exec: join the cgroup and set rlimits; inherited by all the sandbox starts."""
+        if cgroup is not None:
+            cgroup.enter()
         pairs = [
-            (resource.RLIMIT_AS, self.memory_mb and self.memory_mb * 1024 * 1024),
+            (resource.RLIMIT_AS, None if cgroup else self.memory_mb and self.memory_mb * 1024 * 1024 * 2),
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_NPROC, self.processes),
             (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * 1024 * 1024),
@@ -79,6 +88,22 @@ class Sandbox(ABC):
         stderr: int | None = subprocess.PIPE,
     ) -> subprocess.Popen:
         """Start argv inside the sandbox, in a new session (so the whole group can be killed)."""
+
+    @staticmethod
+    def start(cmd: list[str], *, limits: Limits, what: str, **popen_kwargs) -> subprocess.Popen:
+        """Popen in a new session, in a fresh cgroup (where available) with the limits applied."""
+        cgroup = Cgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
+        try:
+            proc = subprocess.Popen(
+                cmd, start_new_session=True, preexec_fn=lambda: limits.apply(cgroup=cgroup), **popen_kwargs
+            )
+        except OSError as exc:
+            if cgroup is not None:
+                cgroup.remove()
+            raise SandboxError(f"could not start {what}: {exc}") from exc
+        proc.cgroup = cgroup
+        proc.limits = limits
+        return proc
 
     def environment(self, env: dict[str, str] | None, python_bin: str) -> dict[str, str]:
         merged = dict(BASE_ENV)

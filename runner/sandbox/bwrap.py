@@ -26,7 +26,14 @@ class BwrapSandbox(Sandbox):
         self.python_dirs = host_python_paths(python)
 
     def command(
-        self, argv: Sequence[str], *, mounts: Sequence[Mount], cwd: str, env: dict[str, str], network: bool
+        self,
+        argv: Sequence[str],
+        *,
+        mounts: Sequence[Mount],
+        cwd: str,
+        env: dict[str, str],
+        network: bool,
+        tmp_mb: int = 1024,
     ) -> list[str]:
         cmd = [
             self.bwrap,
@@ -49,7 +56,7 @@ class BwrapSandbox(Sandbox):
                 cmd += ["--tmpfs", path]
             elif os.path.exists(path):
                 cmd += ["--ro-bind", "/dev/null", path]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
         cmd += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
         # After the private /tmp: an interpreter installed under /tmp (a CI checkout) stays visible.
         for path in self.python_dirs:
@@ -75,17 +82,14 @@ class BwrapSandbox(Sandbox):
         stderr: int | None = subprocess.PIPE,
     ) -> subprocess.Popen:
         full_env = self.environment(env, str(Path(self.python).parent))
-        cmd = self.command(argv, mounts=mounts, cwd=cwd, env=full_env, network=network)
         limits = limits or Limits()
-        try:
-            return subprocess.Popen(
-                cmd,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                env={"PATH": "/usr/bin:/bin"},
-                start_new_session=True,
-                preexec_fn=limits.apply,
-            )
-        except OSError as exc:
-            raise SandboxError(f"could not start bubblewrap: {exc}") from exc
+        cmd = self.command(argv, mounts=mounts, cwd=cwd, env=full_env, network=network, tmp_mb=limits.tmp_mb)
+        return self.start(
+            cmd,
+            limits=limits,
+            what="bubblewrap",
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            env={"PATH": "/usr/bin:/bin"},
+        )

@@ -4,7 +4,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from .base import Limits, Mount, Sandbox, SandboxError
+from .base import Limits, Mount, Sandbox
 
 
 class LocalSandbox(Sandbox):
@@ -42,17 +42,13 @@ class LocalSandbox(Sandbox):
         full_env = self.environment(env, str(Path(self.python).parent))
         translated_env = {k: self.translate(v, mounts) for k, v in full_env.items()}
         translated_env["HOME"] = translated_env["TMPDIR"] = "/tmp"
-        limits = limits or Limits()
-        try:
-            return subprocess.Popen(
-                [self.translate(a, mounts) for a in argv],
-                cwd=self.translate(cwd, mounts),
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                env=translated_env,
-                start_new_session=True,
-                preexec_fn=limits.apply,
-            )
-        except OSError as exc:
-            raise SandboxError(f"could not start process: {exc}") from exc
+        return self.start(
+            [self.translate(a, mounts) for a in argv],
+            limits=limits or Limits(),
+            what="the process",
+            cwd=self.translate(cwd, mounts),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            env=translated_env,
+        )

@@ -59,10 +59,23 @@ class ProcessResult:
     max_rss_mb: float
     timed_out: bool = False
     output_bytes: int = 0
+    oom_killed: bool = False
+    hit_process_limit: bool = False
+    stopped_reason: str = ""
 
     @property
     def killed_by_signal(self) -> int | None:
         return -self.exit_code if self.exit_code is not None and self.exit_code < 0 else None
+
+
+def is_running(proc: subprocess.Popen) -> bool:
+    """True while the process has not exited (checked without reaping it, so its rusage is kept)."""
+    if getattr(proc, "exit_info", None) is not None:
+        return False
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return False
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -70,14 +83,34 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def reap(proc: subprocess.Popen) -> tuple[int, float, float]:
-    """Wait for proc, returning (exit code, cpu seconds, max rss in MB) from its rusage."""
+@dataclass
+class Exit:
+    code: int | None
+    cpu_seconds: float = 0.0
+    max_rss_mb: float = 0.0
+    oom_killed: bool = False
+    hit_process_limit: bool = False
+
+
+def reap(proc: subprocess.Popen) -> Exit:
+    """Wait for proc and release its cgroup; its exit code, resource use, and which limit (if any) it hit."""
+    existing = getattr(proc, "exit_info", None)
+    if existing is not None:
+        return existing
     try:
         _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        info = Exit(proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
     except ChildProcessError:
-        return proc.wait(), 0.0, 0.0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+        info = Exit(proc.wait())
+    cgroup = getattr(proc, "cgroup", None)
+    if cgroup is not None:
+        info.max_rss_mb = max(info.max_rss_mb, cgroup.peak_memory_mb())
+        info.oom_killed = cgroup.oom_killed()
+        info.hit_process_limit = cgroup.pids_limited()
+        cgroup.remove()
+    proc.exit_info = info
+    return info
 
 
 def run_process(
@@ -88,8 +121,10 @@ def run_process(
     on_output: Callable[[str, bytes], None] | None = None,
     tick: Callable[[], None] | None = None,
     tick_every: float = 1.0,
+    check: Callable[[], str] | None = None,
 ) -> ProcessResult:
-    """Read stdout/stderr as they come until the process exits. ``tick`` may raise Interrupted."""
+    """Read stdout/stderr as they come until the process exits. ``tick`` may raise Interrupted (the process is
+    killed and the exception goes on); ``check`` may return a reason to stop the process (e.g. a limit)."""
     started = time.monotonic()
     buffers = {"stdout": HeadTail(keep_bytes), "stderr": HeadTail(keep_bytes)}
     selector = selectors.DefaultSelector()
@@ -99,6 +134,7 @@ def run_process(
             os.set_blocking(stream.fileno(), False)
             selector.register(stream, selectors.EVENT_READ, name)
     timed_out = False
+    stopped = ""
     last_tick = started
     try:
         while selector.get_map():
@@ -118,9 +154,13 @@ def run_process(
                 buffers[key.data].write(data)
                 if on_output is not None:
                     on_output(key.data, data)
-            if tick is not None and time.monotonic() - last_tick >= tick_every:
+            if time.monotonic() - last_tick >= tick_every:
                 last_tick = time.monotonic()
-                tick()
+                if tick is not None:
+                    tick()
+                if check is not None and (stopped := check()):
+                    kill_group(proc)
+                    break
     except BaseException:
         kill_group(proc)
         reap(proc)
@@ -133,14 +173,17 @@ def run_process(
                 stream.close()
     # Pipes closed: the process (or what it left running) is done with its output. Make sure nothing lingers.
     kill_group(proc)
-    exit_code, cpu, rss = reap(proc)
+    info = reap(proc)
     return ProcessResult(
-        exit_code=exit_code,
+        exit_code=info.code,
         stdout=buffers["stdout"].text(),
         stderr=buffers["stderr"].text(),
         duration_s=time.monotonic() - started,
-        cpu_seconds=cpu,
-        max_rss_mb=rss,
+        cpu_seconds=info.cpu_seconds,
+        max_rss_mb=info.max_rss_mb,
         timed_out=timed_out,
         output_bytes=buffers["stdout"].total + buffers["stderr"].total,
+        oom_killed=info.oom_killed,
+        hit_process_limit=info.hit_process_limit,
+        stopped_reason=stopped,
     )

@@ -1,0 +1,136 @@
+"""Python REPL: one persistent interpreter per run, inside the workspace sandbox.
+
+The interpreter runs a small server: it reads one JSON command per line, executes it in a namespace kept
+between commands, and answers one JSON line with what the command printed. Output written straight to the
+file descriptors (C extensions, subprocesses) arrives on stderr and is added to the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import time
+
+from ..sandbox.process import HeadTail, Interrupted, is_running, kill_group, reap
+from .environment import WORKSPACE, ActionOutcome, Environment
+
+SERVER = r"""
+import contextlib, io, json, os, sys, traceback
+channel = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+namespace = {"__name__": "__main__"}
+for line in sys.stdin:
+    command = json.loads(line)["command"]
+    out = io.StringIO()
+    error = False
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            try:
+                code = compile(command, "<repl>", "eval")
+            except SyntaxError:
+                exec(compile(command, "<repl>", "exec"), namespace)
+            else:
+                value = eval(code, namespace)
+                if value is not None:
+                    print(repr(value))
+        except BaseException as exc:
+            error = True
+            if isinstance(exc, SystemExit):
+                print("SystemExit:", exc.code)
+            else:
+                lines = traceback.format_exception(exc)
+                print("".join(lines[:1] + lines[2:]) if len(lines) > 2 else "".join(lines), end="")
+    sys.stderr.flush()
+    channel.write(json.dumps({"output": out.getvalue(), "error": error}) + "\n")
+"""
+
+
+class Repl:
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.buffer = bytearray()
+
+    def start(self) -> None:
+        self.proc = self.env.sandbox.popen(
+            [self.env.python, "-u", "-c", SERVER],
+            mounts=self.env.mounts(),
+            cwd=WORKSPACE,
+            env=self.env.sandbox_env(),
+            limits=self.env.limits,
+            stdin=subprocess.PIPE,
+        )
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        self.buffer.clear()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc)
+            reap(self.proc)
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                stream.close()
+            self.proc = None
+
+    def run(self, command: str) -> ActionOutcome:
+        restarted = ""
+        if self.proc is None or not is_running(self.proc):
+            if self.proc is not None:
+                restarted = "(The interpreter had stopped; a new one was started and earlier variables are gone.)\n"
+                self.close()
+            self.start()
+        try:
+            self.proc.stdin.write((json.dumps({"command": command}) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.close()
+            return ActionOutcome("EnvError: the Python interpreter could not take the command; try again.", True)
+        raw = HeadTail(self.env.observation_limit)
+        deadline = time.monotonic() + self.env.action_timeout_s
+        selector = selectors.DefaultSelector()
+        selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
+        selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
+        last_tick = time.monotonic()
+        try:
+            while True:
+                newline = self.buffer.find(b"\n")
+                if newline >= 0:
+                    answer = json.loads(self.buffer[:newline])
+                    del self.buffer[: newline + 1]
+                    text = restarted + answer["output"] + (raw.text() if raw.total else "")
+                    return ActionOutcome(text, error=bool(answer["error"]))
+                if time.monotonic() > deadline:
+                    self.close()
+                    return ActionOutcome(
+                        f"EnvError: the command did not finish within {self.env.action_timeout_s:.0f} s; the "
+                        "interpreter was stopped and its variables are gone.",
+                        error=True,
+                    )
+                for key, _ in selector.select(timeout=0.5):
+                    data = os.read(key.fileobj.fileno(), 65536)
+                    if not data:
+                        kill_group(self.proc)
+                        info = reap(self.proc)
+                        self.close()
+                        why = ""
+                        if info.oom_killed:
+                            why = f": it used more than the memory limit of {self.env.limits.memory_mb} MB"
+                        return ActionOutcome(
+                            f"{raw.text()}EnvError: the Python interpreter exited{why}; its variables are gone "
+                            "(the next command starts a new one).",
+                            error=True,
+                        )
+                    if key.data == "out":
+                        self.buffer += data
+                    else:
+                        raw.write(data)
+                if time.monotonic() - last_tick >= 1.0 and self.env.tick is not None:
+                    last_tick = time.monotonic()
+                    self.env.tick()
+        except Interrupted:
+            self.close()
+            raise
+        finally:
+            selector.close()

@@ -1,0 +1,154 @@
+"""High-level actions: they build on the low-level ones (recorded under their step) and, most of them, on an
+LLM (the run's "fast" model, through the gateway; tokens counted to the run)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from .environment import EnvError, Environment
+from .files import inspect_script_lines
+
+RESEARCH_LOG = "research_log.log"
+BLOCK_CHARS = 8000
+CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _log_text(env: Environment) -> str:
+    if not (env.workspace / RESEARCH_LOG).is_file():
+        return ""
+    return env.low("Read File", {"file_name": RESEARCH_LOG})
+
+
+def append_summary_to_research_log(env: Environment, content: str) -> str:
+    env.low("Append File", {"file_name": RESEARCH_LOG, "content": content.rstrip("\n") + "\n"})
+    return "Successfully appended to research log"
+
+
+def understand_file(env: Environment, file_name: str, things_to_look_for: str) -> str:
+    text = env.low("Read File", {"file_name": file_name})
+    lines = text.split("\n")
+    blocks, current, start = [], [], 1
+    for number, line in enumerate(lines, start=1):
+        if current and sum(len(x) + 1 for x in current) + len(line) > BLOCK_CHARS:
+            blocks.append((start, number - 1, "\n".join(current)))
+            current, start = [], number
+        current.append(line)
+    blocks.append((start, len(lines), "\n".join(current)))
+    descriptions = []
+    for first, last, body in blocks:
+        prompt = (
+            f"Given this {'part of a ' if len(blocks) > 1 else ''}file ({file_name}, lines {first} to {last}):\n"
+            f"```\n{body}\n```\n"
+            f"Here is a detailed description of what to look for and what should be returned: {things_to_look_for}\n"
+            "Keep the description short and refer to the critical lines of the file that are relevant to what is "
+            "looked for. Only describe what the file content objectively confirms; do not guess numbers. If this "
+            'part does not answer some of the request, say "In this segment, I cannot find ...".'
+        )
+        descriptions.append(env.ask(prompt, "understand file"))
+    if len(descriptions) == 1:
+        return descriptions[0]
+    joined = "\n\n".join(f"Segment {i}:\n{d}" for i, d in enumerate(descriptions))
+    return env.ask(
+        "Given the relevant observations for each segment of a file, summarize them into one cohesive description "
+        f"of the entire file on what to look for and what should be returned: {things_to_look_for}\n{joined}",
+        "understand file",
+    )
+
+
+def _edit(
+    env: Environment, script_name: str, save_name: str, before: str, segment: str, after: str, instruction: str
+) -> str:
+    env.check_writable(save_name, env.resolve(save_name))
+    prompt = (
+        f"Given this python script:\n```python\n{segment}\n```\n"
+        f"Edit the script by following the instruction:\n{instruction}\n"
+        'Provide the full code after the edit, making no other changes. Start the python code with "```python".'
+    )
+    completion = env.ask(prompt, "edit script")
+    match = CODE_BLOCK.search(completion)
+    if match is None:
+        raise EnvError(
+            "the editing model did not return the edited code in a ```python block; nothing was changed. "
+            "Try again with a more precise instruction."
+        )
+    new_segment = match.group(1).rstrip("\n")
+    new_content = "\n".join(part for part in (before, new_segment, after) if part != "")
+    old_content = env.low_read_or_empty(save_name)
+    env.low("Write File", {"file_name": save_name, "content": new_content + "\n"})
+    diff = "".join(
+        difflib.unified_diff(
+            old_content.splitlines(keepends=True),
+            (new_content + "\n").splitlines(keepends=True),
+            fromfile=script_name,
+            tofile=save_name,
+        )
+    )
+    return (
+        f"The edited file is saved to {save_name}. Here is the diff, please check if the edit is correct and "
+        f"desirable:\n\n{diff or '(no changes)'}"
+    )
+
+
+def edit_script(env: Environment, script_name: str, edit_instruction: str, save_name: str) -> str:
+    content = env.low_read_or_empty(script_name)
+    return _edit(env, script_name, save_name, "", content, "", edit_instruction)
+
+
+def edit_script_segment(
+    env: Environment,
+    script_name: str,
+    start_line_number: int,
+    end_line_number: int,
+    edit_instruction: str,
+    save_name: str,
+) -> str:
+    content = env.low_read_or_empty(script_name)
+    lines = content.split("\n")
+    if not 1 <= start_line_number <= end_line_number:
+        raise EnvError(
+            f"the line numbers must satisfy 1 <= start_line_number <= end_line_number; got {start_line_number} "
+            f"and {end_line_number}"
+        )
+    before = "\n".join(lines[: start_line_number - 1])
+    segment = "\n".join(lines[start_line_number - 1 : end_line_number])
+    after = "\n".join(lines[end_line_number:])
+    return _edit(env, script_name, save_name, before, segment, after, edit_instruction)
+
+
+def reflection(env: Environment, things_to_reflect_on: str) -> str:
+    log = _log_text(env)
+    prompt = (
+        f"We are trying to solve this research problem: {env.research_problem}\n"
+        f"Your current research log:\n```\n{log}\n```\n"
+        f"Reflect on this: {things_to_reflect_on}\n"
+        "Give an answer in natural language paragraphs as truthfully as possible."
+    )
+    return env.ask(prompt, "reflection")
+
+
+def retrieval_from_research_log(env: Environment, current_plan: str) -> str:
+    log = _log_text(env)
+    prompt = (
+        f"We are trying to solve this research problem: {env.research_problem}\n"
+        f"Your current Research Plan and Status:\n{current_plan}\n\n"
+        f"Your current research log:\n```\n{log}\n```\n"
+        "Concisely summarize and list all the information from the research log that will help with the next "
+        "steps, such as the baseline performance, the experiments that were tried and their results, and the "
+        "errors that happened."
+    )
+    return env.ask(prompt, "retrieval")
+
+
+# Actions that need no LLM are always offered; the others only when the run has a model.
+HANDLERS = {
+    "Append Summary to Research Log": append_summary_to_research_log,
+    "Inspect Script Lines": inspect_script_lines,
+}
+LLM_HANDLERS = {
+    "Understand File": understand_file,
+    "Edit Script (AI)": edit_script,
+    "Edit Script Segment (AI)": edit_script_segment,
+    "Reflection": reflection,
+    "Retrieval from Research Log": retrieval_from_research_log,
+}

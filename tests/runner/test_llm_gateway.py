@@ -1,0 +1,115 @@
+from decimal import Decimal
+
+import pytest
+
+from runner.llm import LLMError, complete, endpoint_check
+from runner.models import LLMCall, ModelEndpoint, Run
+
+from ..factories import AgentFactory, RunFactory
+
+MESSAGES = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture
+def run(tiny_task, endpoint):
+    return RunFactory(task_version=tiny_task, agent=AgentFactory(), status=Run.Status.RUNNING, model="test-model")
+
+
+def test_a_completion_is_counted_to_the_run_and_recorded(run, llm_server):
+    llm_server.script = [{"content": "hi there", "usage": {"prompt_tokens": 1000, "completion_tokens": 500}}]
+
+    result = complete(run=run, messages=MESSAGES, step_index=3, purpose="agent")
+
+    assert result.text == "hi there"
+    run.refresh_from_db()
+    assert (run.tokens_in, run.tokens_out) == (1000, 500)
+    assert run.cost == Decimal("0.002")  # 1000 x 1/M + 500 x 2/M
+    call = LLMCall.objects.get(run=run)
+    assert (call.step_index, call.model, call.messages, call.completion) == (3, "scripted-1", MESSAGES, "hi there")
+    assert llm_server.requests[0]["model"] == "scripted-1"
+
+
+def test_transient_errors_are_retried_with_backoff(run, llm_server):
+    llm_server.script = [{"status": 500}, {"status": 429, "headers": {"Retry-After": "0"}}, "finally"]
+
+    assert complete(run=run, messages=MESSAGES).text == "finally"
+    assert len(llm_server.requests) == 3
+    assert "HTTP 500" in LLMCall.objects.get(run=run).error
+
+
+def test_a_server_that_keeps_failing_is_an_infrastructure_error(run, llm_server, settings):
+    settings.BENCH_LLM_MAX_RETRIES = 2
+    llm_server.default = {"status": 503}
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES)
+
+    assert exc.value.kind == "infrastructure"
+    assert "failed 3 times" in str(exc.value)
+    assert len(llm_server.requests) == 3
+
+
+def test_garbage_from_the_server_is_retried_then_reported(run, llm_server, settings):
+    settings.BENCH_LLM_MAX_RETRIES = 1
+    llm_server.default = {"body": b"<html>bad gateway</html>"}
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES)
+    assert exc.value.kind == "infrastructure"
+
+
+def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
+    Run.objects.filter(pk=run.pk).update(max_tokens=3000, tokens_in=2500)
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES, options={"max_tokens": 600})
+
+    assert exc.value.kind == "budget"
+    assert "token budget of 3000" in str(exc.value)
+    assert llm_server.requests == []
+
+
+def test_a_cost_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
+    Run.objects.filter(pk=run.pk).update(max_cost=Decimal("0.001"), cost=Decimal("0.0009"))
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES, options={"max_tokens": 1000})
+
+    assert exc.value.kind == "budget" and "cost budget" in str(exc.value)
+
+
+def test_a_missing_api_key_is_a_clear_error(run, endpoint, monkeypatch):
+    monkeypatch.delenv("BENCH_TEST_KEY", raising=False)
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(api_key_env="BENCH_TEST_KEY")
+
+    with pytest.raises(LLMError, match="environment variable BENCH_TEST_KEY is empty"):
+        complete(run=run, messages=MESSAGES)
+
+
+def test_the_api_key_is_sent_from_the_environment(run, endpoint, llm_server, monkeypatch):
+    monkeypatch.setenv("BENCH_TEST_KEY", "sk-test-123")
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(api_key_env="BENCH_TEST_KEY")
+    llm_server.script = ["ok"]
+
+    complete(run=run, messages=MESSAGES)
+
+    assert llm_server.requests[0]["_auth"] == "Bearer sk-test-123"
+
+
+def test_an_unknown_model_names_the_configured_ones(run, endpoint):
+    with pytest.raises(LLMError, match="no model endpoint named 'gpt-x'; configured: test-model"):
+        complete(run=run, messages=MESSAGES, model="gpt-x")
+
+
+def test_test_connection_records_the_outcome_on_the_endpoint(endpoint, llm_server):
+    llm_server.script = ["pong"]
+    ok, message = endpoint_check(endpoint)
+    endpoint.refresh_from_db()
+    assert ok and endpoint.last_check_ok and "pong" in endpoint.last_check_message
+
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(base_url="http://127.0.0.1:9/v1", timeout_s=1)
+    endpoint.refresh_from_db()
+    ok, message = endpoint_check(endpoint)
+    endpoint.refresh_from_db()
+    assert not ok and endpoint.last_check_ok is False
+    assert "failed" in endpoint.last_check_message and "Connection" in endpoint.last_check_message
