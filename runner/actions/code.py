@@ -14,7 +14,8 @@ def limits_note(env: Environment, result: ProcessResult) -> str:
     if result.stopped_reason:
         return result.stopped_reason
     if result.timed_out:
-        return f"it was stopped after the {env.action_timeout_s:.0f}-second time limit of one action"
+        also = f" (it had also hit the limit of {env.limits.processes} processes)" if result.hit_process_limit else ""
+        return f"it was stopped after the {env.action_timeout_s:.0f}-second time limit of one action{also}"
     if result.oom_killed:
         return f"it was killed for using more than the memory limit of {env.limits.memory_mb} MB"
     if result.hit_process_limit:

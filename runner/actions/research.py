@@ -74,12 +74,14 @@ def _edit(
         )
     new_segment = match.group(1).rstrip("\n")
     new_content = "\n".join(part for part in (before, new_segment, after) if part != "")
+    if not new_content.endswith("\n"):
+        new_content += "\n"
     old_content = env.low_read_or_empty(save_name)
-    env.low("Write File", {"file_name": save_name, "content": new_content + "\n"})
+    env.low("Write File", {"file_name": save_name, "content": new_content})
     diff = "".join(
         difflib.unified_diff(
             old_content.splitlines(keepends=True),
-            (new_content + "\n").splitlines(keepends=True),
+            new_content.splitlines(keepends=True),
             fromfile=script_name,
             tofile=save_name,
         )

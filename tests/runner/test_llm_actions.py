@@ -1,0 +1,106 @@
+"""The LLM-backed actions, with a scripted model behind the real gateway."""
+
+import pytest
+
+from runner.actions import Environment
+from runner.llm import complete
+from runner.models import LLMCall, Run
+from runner.sandbox import get_sandbox, sandbox_python
+
+from ..factories import AgentFactory, RunFactory
+
+
+@pytest.fixture
+def env(tmp_path, tiny_task, endpoint):
+    run = RunFactory(task_version=tiny_task, agent=AgentFactory(), status=Run.Status.RUNNING, model="test-model")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "train.py").write_text("EPOCHS = 1\nprint('training')\n")
+
+    def llm(messages, purpose):
+        return complete(run=run, messages=messages, step_index=0, purpose=purpose).text
+
+    environment = Environment(
+        workspace=workspace, sandbox=get_sandbox(), python=sandbox_python(), llm=llm, research_problem="Train better."
+    )
+    environment.run = run
+    return environment
+
+
+def test_edit_script_writes_the_edited_code_and_shows_the_diff(env, llm_server):
+    llm_server.script = ["Here it is:\n```python\nEPOCHS = 10\nprint('training')\n```\n"]
+
+    outcome = env.execute(
+        "Edit Script (AI)",
+        {"script_name": "train.py", "edit_instruction": "train for 10 epochs", "save_name": "train.py"},
+    )
+
+    assert (env.workspace / "train.py").read_text() == "EPOCHS = 10\nprint('training')\n"
+    assert "-EPOCHS = 1\n+EPOCHS = 10" in outcome.observation
+    assert [s["action"] for s in outcome.low_level] == ["Read File", "Read File", "Write File"]
+    assert "train for 10 epochs" in llm_server.requests[0]["messages"][0]["content"]
+    # The edit can be undone.
+    env.execute("Undo Edit Script", {"script_name": "train.py"})
+    assert (env.workspace / "train.py").read_text().startswith("EPOCHS = 1\n")
+
+
+def test_edit_script_segment_changes_only_the_segment(env, llm_server):
+    (env.workspace / "train.py").write_text("a = 1\nb = 2\nc = 3\n")
+    llm_server.script = ["```python\nb = 20\n```"]
+
+    env.execute(
+        "Edit Script Segment (AI)",
+        {
+            "script_name": "train.py",
+            "start_line_number": 2,
+            "end_line_number": 2,
+            "edit_instruction": "b should be 20",
+            "save_name": "new.py",
+        },
+    )
+
+    assert (env.workspace / "new.py").read_text() == "a = 1\nb = 20\nc = 3\n"
+    assert "b = 2" in llm_server.requests[0]["messages"][0]["content"]
+    assert "a = 1" not in llm_server.requests[0]["messages"][0]["content"]
+
+
+def test_an_edit_without_code_changes_nothing_and_says_why(env, llm_server):
+    llm_server.script = ["Sorry, I cannot do that."]
+    outcome = env.execute(
+        "Edit Script (AI)", {"script_name": "train.py", "edit_instruction": "x", "save_name": "train.py"}
+    )
+    assert outcome.error and "did not return the edited code" in outcome.observation
+    assert (env.workspace / "train.py").read_text() == "EPOCHS = 1\nprint('training')\n"
+
+
+def test_understand_file_asks_about_each_block_and_combines(env, llm_server):
+    (env.workspace / "big.txt").write_text("\n".join(f"row {i} " + "x" * 90 for i in range(200)))
+    llm_server.default = "a description"
+
+    outcome = env.execute("Understand File", {"file_name": "big.txt", "things_to_look_for": "the rows"})
+
+    assert outcome.observation == "a description"
+    assert len(llm_server.requests) == 4  # 3 blocks of at most 8000 characters, then one summary
+    assert "Segment 0:" in llm_server.requests[-1]["messages"][0]["content"]
+    assert LLMCall.objects.filter(run=env.run, purpose="understand file").count() == 4
+
+
+def test_research_log_append_reflect_and_retrieve(env, llm_server):
+    env.execute("Append Summary to Research Log", {"content": "Baseline accuracy is 0.75."})
+    llm_server.script = ["reflected", "retrieved"]
+
+    assert env.execute("Reflection", {"things_to_reflect_on": "what next?"}).observation == "reflected"
+    assert env.execute("Retrieval from Research Log", {"current_plan": "tune"}).observation == "retrieved"
+
+    assert (env.workspace / "research_log.log").read_text() == "Baseline accuracy is 0.75.\n"
+    for request in llm_server.requests:
+        assert "Baseline accuracy is 0.75." in request["messages"][0]["content"]
+        assert "Train better." in request["messages"][0]["content"]
+
+
+def test_without_a_model_the_llm_actions_are_not_offered(make_env):
+    env = make_env()
+    assert "Edit Script (AI)" not in env.action_names
+    assert "Append Summary to Research Log" in env.action_names
+    outcome = env.execute("Reflection", {"things_to_reflect_on": "x"})
+    assert outcome.observation.startswith("Invalid action: Reflection.")

@@ -1,0 +1,164 @@
+"""The escape suite: what a script run through Execute Script tries, and how each attempt is contained.
+After every attempt the environment still works (the run can go on)."""
+
+import os
+import shutil
+
+import pytest
+
+from runner.sandbox import Limits
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def run_script(env, source: str):
+    (env.workspace / "attempt.py").write_text(source)
+    outcome = env.execute("Execute Script", {"script_name": "attempt.py"})
+    # Whatever happened, the environment goes on.
+    (env.workspace / "ok.py").write_text("print('still fine')")
+    assert "still fine" in env.execute("Execute Script", {"script_name": "ok.py"}).observation
+    return outcome
+
+
+def test_reading_a_host_file_by_path_by_dotdot_and_by_symlink_fails(make_env, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    env = make_env()
+    os.symlink(secret, env.workspace / "link.txt")
+    source = f"""
+for path in [{str(secret)!r}, "../" * 12 + {str(secret).lstrip("/")!r}, "link.txt"]:
+    try:
+        print(open(path).read())
+    except OSError as exc:
+        print("blocked", type(exc).__name__)
+"""
+    outcome = run_script(env, source)
+    assert "TOP SECRET" not in outcome.observation
+    assert outcome.observation.count("blocked") == 3
+
+
+def test_hidden_task_files_are_not_visible(make_env, tiny_task):
+    from runner.preparation import task_version_prepare
+
+    prepared = task_version_prepare(tiny_task)
+    answer = prepared.scripts_dir / "answer.txt"
+    assert answer.exists()
+    outcome = run_script(make_env(), f"import os\nprint(os.path.exists({str(answer)!r}))")
+    assert "False" in outcome.observation
+
+
+def test_the_workers_environment_and_processes_are_not_visible(make_env):
+    source = f"""
+import os
+print(sorted(p for p in os.listdir("/proc") if p.isdigit()))
+print(os.path.exists("/proc/{os.getpid()}/environ"))
+"""
+    outcome = run_script(make_env(), source)
+    assert "False" in outcome.observation
+    assert "['1'" in outcome.observation  # only the sandbox's own processes
+
+
+@pytest.mark.parametrize("address", [("127.0.0.1", 5432), ("10.0.0.1", 80), ("8.8.8.8", 53)])
+def test_no_network(make_env, address):
+    source = f"""
+import socket
+try:
+    socket.create_connection({address!r}, timeout=3)
+    print("CONNECTED")
+except OSError as exc:
+    print("blocked", exc)
+"""
+    outcome = run_script(make_env(), source)
+    assert "CONNECTED" not in outcome.observation and "blocked" in outcome.observation
+
+
+def test_a_fork_bomb_is_contained(make_env):
+    env = make_env(limits=Limits(processes=64), action_timeout_s=10)
+    source = """
+import os, time
+children = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        children += 1
+    except OSError:
+        print("fork refused after", children, flush=True)
+        time.sleep(60)
+"""
+    outcome = run_script(env, source)
+    assert outcome.error
+    assert "fork refused after" in outcome.observation or "processes" in outcome.observation
+
+
+def test_a_memory_bomb_is_stopped_with_a_memory_message(make_env):
+    env = make_env(limits=Limits(memory_mb=256))
+    outcome = run_script(env, "blocks = [bytearray(64 * 1024 * 1024) for _ in range(64)]\nprint('ALLOCATED')")
+    assert "ALLOCATED" not in outcome.observation
+    assert "memory" in outcome.observation.lower()
+
+
+def test_a_huge_file_hits_the_file_size_limit(make_env):
+    env = make_env(limits=Limits(file_size_mb=20))
+    source = """
+with open("big.bin", "wb") as fh:
+    for _ in range(100):
+        fh.write(b"x" * 1024 * 1024)
+print("WROTE")
+"""
+    outcome = run_script(env, source)
+    assert "WROTE" not in outcome.observation
+    assert "File too large" in outcome.observation or "file size limit" in outcome.observation
+    assert (env.workspace / "big.bin").stat().st_size <= 20 * 1024 * 1024
+
+
+def test_filling_the_workspace_stops_the_script(make_env):
+    env = make_env(workspace_limit_mb=30, action_timeout_s=60)
+    source = """
+import time
+for i in range(1000):
+    with open(f"fill{i}.bin", "wb") as fh:
+        fh.write(b"x" * 5 * 1024 * 1024)
+    time.sleep(0.05)
+print("FILLED")
+"""
+    outcome = run_script(env, source)
+    assert "FILLED" not in outcome.observation
+    assert "over its limit of 30 MB" in outcome.observation
+
+
+def test_filling_tmp_is_bounded(make_env):
+    env = make_env(limits=Limits(tmp_mb=32))
+    source = """
+try:
+    with open("/tmp/fill.bin", "wb") as fh:
+        for _ in range(100):
+            fh.write(b"x" * 1024 * 1024)
+    print("FILLED")
+except OSError as exc:
+    print("blocked", exc)
+"""
+    outcome = run_script(env, source)
+    assert "FILLED" not in outcome.observation and "No space left" in outcome.observation
+
+
+def test_an_infinite_loop_is_stopped_at_the_action_time_limit(make_env):
+    env = make_env(action_timeout_s=3)
+    outcome = run_script(env, "while True:\n    pass")
+    assert outcome.error and "3-second time limit" in outcome.observation
+
+
+def test_killing_the_parent_and_everything_else_reaches_only_the_sandbox(make_env):
+    source = """
+import os, signal
+for target in (os.getppid(), -1, 1):
+    try:
+        os.kill(target, signal.SIGKILL)
+    except OSError as exc:
+        print("kill", target, type(exc).__name__, flush=True)
+print("SURVIVED")
+"""
+    outcome = run_script(make_env(), source)
+    assert "SURVIVED" not in outcome.observation or "kill" in outcome.observation
+    # This test process (the worker's stand-in) is alive to check it, and the next action works (run_script).
