@@ -198,11 +198,20 @@ BENCH_SANDBOX = os.environ.get("BENCH_SANDBOX") or _default_sandbox()
 # Python interpreter used inside sandboxes for task scripts and agents (the project's own by default).
 BENCH_SANDBOX_PYTHON = os.environ.get("BENCH_SANDBOX_PYTHON", "")
 BENCH_DOCKER_IMAGE = os.environ.get("BENCH_DOCKER_IMAGE", "mlab-bench-sandbox:latest")
+BENCH_DOCKER_HOST = os.environ.get("BENCH_DOCKER_HOST", "")
+BENCH_DOCKER_USER = os.environ.get("BENCH_DOCKER_USER", "")
 BENCH_ACTION_TIMEOUT_S = env_int("BENCH_ACTION_TIMEOUT_S", 1800)
 BENCH_EVAL_TIMEOUT_S = env_int("BENCH_EVAL_TIMEOUT_S", 900)
 BENCH_PREPARE_TIMEOUT_S = env_int("BENCH_PREPARE_TIMEOUT_S", 1800)
 BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 20_000)
 BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
+# A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
+BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
+BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
+BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
+CELERY_BEAT_SCHEDULE = {
+    "reap-runs": {"task": "runner.reap_runs", "schedule": BENCH_REAPER_EVERY_S},
+}
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
 
 LOGGING = {

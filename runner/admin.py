@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from .models import Agent, Batch, LLMCall, Run, Step
-from .services import run_cancel
+from .services import run_again, run_cancel
 
 
 @admin.register(Agent)
@@ -32,12 +32,17 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["agent", "task"]
     readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
     inlines = [StepInline]
-    actions = ["cancel_runs"]
+    actions = ["cancel_runs", "run_again"]
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset) -> None:
         count = sum(run_cancel(run=run) for run in queryset)
         self.message_user(request, f"Cancel requested for {count} run(s).", messages.SUCCESS)
+
+    @admin.action(description="Run again (a new run: same agent, model, task version and limits)")
+    def run_again(self, request, queryset) -> None:
+        new = [run_again(run=run).pk for run in queryset.select_related("task", "agent", "task_version")]
+        self.message_user(request, f"Queued runs {', '.join(map(str, new))}.", messages.SUCCESS)
 
 
 @admin.register(Step)

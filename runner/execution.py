@@ -520,6 +520,14 @@ class RunAborted(Exception):
         self.ending = ending
 
 
+def fail_validation_if_needed(run: Run) -> None:
+    """A validation run that ended without a worker finishing it leaves its task version failed, not stuck."""
+    if run.purpose == Run.Purpose.VALIDATION:
+        with transaction.atomic():
+            version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
+            _validation_record(version, Ending(Run.Status.FAILED, error=run.error or "the run failed"), None, 0)
+
+
 def _validation_record(version: TaskVersion, ending: Ending, result: EvalResult | None, wall: float) -> None:
     """The baseline agent's run on a version: its score becomes the version's measured baseline."""
     now = timezone.now()

@@ -85,6 +85,8 @@ class Run(models.Model):
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
     batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    fork_step = models.PositiveIntegerField(null=True, blank=True, help_text="Steps 0..fork_step were copied.")
     model = models.CharField(max_length=200, blank=True)
     purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.BENCHMARK)
     sandbox = models.CharField(max_length=16, blank=True)
@@ -165,6 +167,7 @@ class Step(models.Model):
     score = models.FloatField(null=True, blank=True)
     low_level = models.JSONField(default=list, blank=True)
     detail = models.JSONField(default=dict, blank=True)
+    inherited = models.BooleanField(default=False, help_text="Copied from the run this one was forked from.")
 
     class Meta:
         ordering = ["run", "index"]

@@ -24,3 +24,37 @@ def run_detail(*, pk: int) -> Run:
 
 def run_steps(*, run: Run) -> QuerySet[Step]:
     return Step.objects.filter(run=run).order_by("index")
+
+
+def run_trace_json(*, run: Run) -> dict:
+    """The run's trace in MLAgentBench's trace.json shape (steps, low_level_steps, action_infos,
+    task_description), with each step's agent entries added under "entries"."""
+    from .actions import ACTIONS
+
+    steps, low_level = [], []
+    for step in run_steps(run=run):
+        timestamp = (step.started_at.timestamp() + step.duration_s) if step.started_at else None
+        steps.append(
+            {
+                "action": {"name": step.action, "args": step.action_input},
+                "observation": step.observation,
+                "timestamp": timestamp,
+                "entries": step.entries,
+            }
+        )
+        for low in step.low_level:
+            low_level.append(
+                {
+                    "action": {"name": low.get("action"), "args": low.get("input", {})},
+                    "observation": low.get("observation", ""),
+                    "timestamp": timestamp,
+                }
+            )
+    return {
+        "steps": steps,
+        "low_level_steps": low_level,
+        "action_infos": {
+            spec.name: spec.as_dict() | {"function": spec.name.lower().replace(" ", "_")} for spec in ACTIONS
+        },
+        "task_description": run.task_version.research_problem,
+    }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -9,7 +11,7 @@ from django.utils import timezone
 from task_bank.models import Task, TaskVersion
 
 from .agents import agents_builtin_ensure
-from .models import Agent, Batch, Run
+from .models import Agent, Batch, Run, Step
 
 
 class RunRequestError(Exception):
@@ -125,3 +127,79 @@ def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True) -
             version=version,
             enqueue=enqueue,
         )
+
+
+def runs_reap(*, stale_after_s: float | None = None, max_attempts: int | None = None) -> dict[str, list[int]]:
+    """Find live runs whose worker stopped sending heartbeats: queue them again (the new attempt resumes from
+    the last committed step) or, after max_attempts, fail them as infrastructure failures."""
+    from .execution import fail_validation_if_needed
+
+    stale_after_s = stale_after_s if stale_after_s is not None else settings.BENCH_HEARTBEAT_STALE_S
+    max_attempts = max_attempts if max_attempts is not None else settings.BENCH_RUN_MAX_ATTEMPTS
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    live = [Run.Status.PREPARING, Run.Status.RUNNING, Run.Status.EVALUATING]
+    requeued, failed = [], []
+    for run in Run.objects.filter(status__in=live, heartbeat_at__lt=cutoff).select_related("task_version"):
+        same = Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, heartbeat_at__lt=cutoff)
+        with transaction.atomic():
+            if run.attempt < max_attempts:
+                if same.update(status=Run.Status.QUEUED, worker="", live_action="", live_output=""):
+                    run_enqueue(run)
+                    requeued.append(run.pk)
+            elif same.update(
+                status=Run.Status.FAILED,
+                failure_kind=Run.FailureKind.INFRASTRUCTURE,
+                error=f"the worker executing this run stopped responding, {run.attempt} times; gave up",
+                finished_at=timezone.now(),
+            ):
+                fail_validation_if_needed(run)
+                failed.append(run.pk)
+    return {"requeued": requeued, "failed": failed}
+
+
+@transaction.atomic
+def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: str | None = None) -> Run:
+    """A new run that starts from this run's workspace after step ``step_index`` and knows steps 0..N."""
+    steps = list(run.steps.filter(index__lte=step_index).order_by("index"))
+    if not steps or steps[-1].index != step_index:
+        raise RunRequestError(f"run {run.pk} has no step {step_index}")
+    fork = Run.objects.create(
+        task=run.task,
+        task_version=run.task_version,
+        agent=agent or run.agent,
+        model=run.model if model is None else model,
+        purpose=Run.Purpose.BENCHMARK,
+        sandbox=settings.BENCH_SANDBOX,
+        max_steps=run.max_steps,
+        max_time_s=run.max_time_s,
+        max_tokens=run.max_tokens,
+        max_cost=run.max_cost,
+        forked_from=run,
+        fork_step=step_index,
+        initial_snapshot=run.initial_snapshot,
+        steps_count=len(steps),
+    )
+    copied = []
+    for step in steps:
+        step.pk = None
+        step.run = fork
+        step.inherited = True
+        copied.append(step)
+    Step.objects.bulk_create(copied)
+    run_enqueue(fork)
+    return fork
+
+
+def run_again(*, run: Run) -> Run:
+    """A fresh run of the same agent, model, task version and limits."""
+    with transaction.atomic():
+        again = run_create(
+            task=run.task,
+            agent=run.agent,
+            model=run.model,
+            version=run.task_version,
+            max_steps=run.max_steps,
+            max_time_s=run.max_time_s,
+        )
+        Run.objects.filter(pk=again.pk).update(max_tokens=run.max_tokens, max_cost=run.max_cost)
+    return again

@@ -1,9 +1,9 @@
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from .models import Run
-from .selectors import run_detail, run_steps, runs_list
+from .selectors import run_detail, run_steps, run_trace_json, runs_list
 
 
 def run_list_view(request: HttpRequest) -> HttpResponse:
@@ -25,3 +25,13 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx:
         return render(request, "runner/run_detail.html#trace", context)
     return render(request, "runner/run_detail.html", context)
+
+
+def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
+    try:
+        run = run_detail(pk=pk)
+    except Run.DoesNotExist:
+        raise Http404(f"no run {pk}") from None
+    response = JsonResponse(run_trace_json(run=run), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
+    return response

@@ -43,6 +43,7 @@ def _layout() -> tuple[str, dict[str, Path]] | None:
                     (parent / "cgroup.subtree_control").write_text("+memory +pids")
             if not {"memory", "pids"} <= set((base / "cgroup.subtree_control").read_text().split()):
                 return None
+            _remove_stale(base)
             return "v2", {"": base}
         bases = {}
         for controller in ("memory", "pids"):
@@ -52,11 +53,26 @@ def _layout() -> tuple[str, dict[str, Path]] | None:
                 return None
             base = mount / own.lstrip("/") / "mlab-bench"
             base.mkdir(exist_ok=True)
+            _remove_stale(base)
             bases[controller] = base
         return "v1", bases
     except OSError as exc:
         log.info("cgroups are not usable here (%s); sandboxes use rlimits only", exc)
         return None
+
+
+def _remove_stale(base: Path) -> None:
+    """Groups left by a worker that was killed: their processes are gone (or get killed now); remove them."""
+    for child in base.iterdir():
+        if not (child.is_dir() and child.name.startswith("s")):
+            continue
+        pid = child.name[1:].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            for proc in (child / "cgroup.procs").read_text().split() if (child / "cgroup.procs").exists() else []:
+                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                    os.kill(int(proc), 9)
+            with contextlib.suppress(OSError):
+                child.rmdir()
 
 
 def available() -> bool:

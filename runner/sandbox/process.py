@@ -70,6 +70,8 @@ class ProcessResult:
 
 def is_running(proc: subprocess.Popen) -> bool:
     """True while the process has not exited (checked without reaping it, so its rusage is kept)."""
+    if hasattr(proc, "reap_exit"):  # a process of another backend (docker) knows itself
+        return proc.is_running()
     if getattr(proc, "exit_info", None) is not None:
         return False
     try:
@@ -79,6 +81,9 @@ def is_running(proc: subprocess.Popen) -> bool:
 
 
 def kill_group(proc: subprocess.Popen) -> None:
+    if hasattr(proc, "kill_all"):
+        proc.kill_all()
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -97,6 +102,8 @@ def reap(proc: subprocess.Popen) -> Exit:
     existing = getattr(proc, "exit_info", None)
     if existing is not None:
         return existing
+    if hasattr(proc, "reap_exit"):
+        return proc.reap_exit()
     try:
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)

@@ -9,7 +9,9 @@ from .base import Sandbox, SandboxError
 
 def sandbox_python() -> str:
     """The interpreter that runs task scripts and agents inside sandboxes."""
-    return settings.BENCH_SANDBOX_PYTHON or sys.executable
+    if settings.BENCH_SANDBOX_PYTHON:
+        return settings.BENCH_SANDBOX_PYTHON
+    return "/usr/local/bin/python" if settings.BENCH_SANDBOX == "docker" else sys.executable
 
 
 def get_sandbox(name: str | None = None) -> Sandbox:

@@ -2,15 +2,22 @@
 
 Each entry is either a protocol message (an object, sent as JSON), a raw string (sent as is, to test
 garbage), or {"exit": code, "stderr": text} to stop. After each line it reads the answer and prints it to
-stderr, so tests can see what the agent received.
+stderr, so tests can see what the agent received. A resumed or forked run starts with earlier steps in its
+history: the agent skips as many step-making entries of its script.
 """
 
 import json
 import sys
 
 start = json.loads(sys.stdin.readline())
-print("started with actions:", [a["name"] for a in start["actions"]], file=sys.stderr, flush=True)
+already = len(start["history"])
+print(f"started with {already} earlier steps; actions:", [a["name"] for a in start["actions"]], file=sys.stderr)
+sys.stderr.flush()
 for item in start["config"].get("script", []):
+    makes_step = isinstance(item, str) or item.get("type") == "act"
+    if makes_step and already:
+        already -= 1
+        continue
     if isinstance(item, dict) and "exit" in item:
         print(item.get("stderr", ""), file=sys.stderr, flush=True)
         sys.exit(item["exit"])

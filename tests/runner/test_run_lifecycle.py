@@ -1,0 +1,154 @@
+"""Cancel, fork, the reaper and the trace export."""
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+
+from runner.execution import run_execute
+from runner.models import Run, Step
+from runner.services import run_cancel, run_create, run_fork, runs_reap, task_version_validate_queue
+
+from ..factories import AgentFactory, RunFactory
+
+FINAL = {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}}
+
+
+def act(action: str, **args) -> dict:
+    return {"type": "act", "action": action, "input": args, "entries": {"Thought": f"do {action}"}}
+
+
+def execute_in_thread(run_id: int) -> threading.Thread:
+    def target():
+        try:
+            run_execute(run_id)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_a_running_script_within_five_seconds(tiny_task, baseline_agent):
+    # Validate first, so the run below goes straight to its agent.
+    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    agent = AgentFactory(
+        config={
+            "script": [
+                act("Write File", file_name="sleep.py", content="import time\ntime.sleep(3600)\n"),
+                act("Execute Script", script_name="sleep.py"),
+                FINAL,
+            ]
+        }
+    )
+    run = run_create(task=tiny_task.task, agent=agent, enqueue=False)
+    thread = execute_in_thread(run.pk)
+    deadline = time.monotonic() + 30
+    while Run.objects.get(pk=run.pk).live_action != "Execute Script":
+        assert time.monotonic() < deadline, "the script never started"
+        time.sleep(0.1)
+    time.sleep(1)
+
+    asked = time.monotonic()
+    assert run_cancel(run=run)
+    thread.join(timeout=10)
+    stopped_after = time.monotonic() - asked
+
+    run.refresh_from_db()
+    assert not thread.is_alive()
+    assert stopped_after < 5, stopped_after
+    assert run.status == "cancelled"
+    steps = list(Step.objects.filter(run=run))
+    assert [s.action for s in steps] == ["Write File", "Execute Script"]
+    assert "it was cancelled" in steps[1].observation
+    assert run.final_score is None  # a cancelled run is not evaluated
+
+
+@pytest.mark.django_db
+def test_a_queued_run_is_cancelled_at_once(tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.QUEUED)
+    assert run_cancel(run=run)
+    run.refresh_from_db()
+    assert run.status == "cancelled" and run.finished_at is not None
+    assert run_execute(run.pk) is None  # a worker that gets the message later leaves it alone
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fork_starts_from_the_step_n_workspace_with_steps_0_to_n(tiny_task):
+    script = [
+        act("Write File", file_name="a.txt", content="first"),
+        act("Write File", file_name="b.txt", content="second"),
+        act("Write File", file_name="value.txt", content="7"),
+        FINAL,
+    ]
+    agent = AgentFactory(config={"script": script})
+    original = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
+    assert original.final_score == 7.0
+
+    fork_agent = AgentFactory(config={"script": script[:2] + [act("List Files", dir_path="."), FINAL]})
+    fork = run_fork(run=original, step_index=1, agent=fork_agent)
+    fork = run_execute(fork.pk)
+
+    steps = list(Step.objects.filter(run=fork))
+    assert [(s.index, s.action, s.inherited) for s in steps] == [
+        (0, "Write File", True),
+        (1, "Write File", True),
+        (2, "List Files", False),
+        (3, "Final Answer", False),
+    ]
+    listing = steps[2].observation.split()
+    assert "a.txt" in listing and "b.txt" in listing and "value.txt" not in listing
+    assert "started with 2 earlier steps" in fork.stderr_tail
+    assert fork.forked_from_id == original.pk and fork.fork_step == 1
+
+
+@pytest.mark.django_db
+def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_attempts(tiny_task, settings):
+    settings.BENCH_RUN_MAX_ATTEMPTS = 2
+    old = timezone.now() - timedelta(minutes=10)
+    dead = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=1, heartbeat_at=old)
+    dead_twice = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=2, heartbeat_at=old)
+    alive = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=1, heartbeat_at=timezone.now())
+
+    result = runs_reap(stale_after_s=60)
+
+    assert result == {"requeued": [dead.pk], "failed": [dead_twice.pk]}
+    assert Run.objects.get(pk=dead.pk).status == "queued"
+    failed = Run.objects.get(pk=dead_twice.pk)
+    assert failed.status == "failed" and failed.failure_kind == "infrastructure"
+    assert "stopped responding, 2 times" in failed.error
+    assert Run.objects.get(pk=alive.pk).status == "running"
+
+
+@pytest.mark.django_db
+def test_the_trace_exports_in_mlagentbench_shape(client, tiny_task):
+    run = RunFactory(task_version=tiny_task)
+    Step.objects.create(
+        run=run,
+        index=0,
+        action="List Files",
+        action_input={"dir_path": "."},
+        observation="train.py\n",
+        entries={"Thought": "look"},
+        started_at=timezone.now(),
+        low_level=[{"action": "List Files", "input": {"dir_path": "."}, "observation": "x"}],
+    )
+
+    response = client.get(reverse("runner:run_trace_json", args=[run.pk]))
+
+    trace = json.loads(response.content)
+    assert set(trace) == {"steps", "low_level_steps", "action_infos", "task_description"}
+    assert trace["steps"][0]["action"] == {"name": "List Files", "args": {"dir_path": "."}}
+    assert trace["steps"][0]["observation"] == "train.py\n"
+    assert trace["low_level_steps"][0]["action"]["name"] == "List Files"
+    assert trace["action_infos"]["Execute Script"]["usage"] == {
+        "script_name": "a valid python script name with relative path to current directory if needed"
+    }
+    assert trace["task_description"] == tiny_task.research_problem
