@@ -20,17 +20,18 @@ from .snapshots import BlobStore, Manifest, manifest_restore
 # Runs inside the sandbox: import scripts/eval.py as MLAgentBench does and call get_score on the submission.
 HARNESS = r"""
 import importlib.util, json, math, os, sys, traceback
+scripts, submission, out = sys.argv[1:4]
 result = {}
 try:
-    sys.path.insert(0, "/task/scripts")
-    spec = importlib.util.spec_from_file_location("eval", "/task/scripts/eval.py")
+    sys.path.insert(0, scripts)
+    spec = importlib.util.spec_from_file_location("eval", os.path.join(scripts, "eval.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules["eval"] = module
     spec.loader.exec_module(module)
     if not callable(getattr(module, "get_score", None)):
         result = {"error": "eval.py has no get_score(submission_folder) function"}
     else:
-        score = module.get_score("/task/env")
+        score = module.get_score(submission)
         try:
             value = float(score)
         except (TypeError, ValueError):
@@ -42,7 +43,7 @@ try:
                 result = {"error": "get_score returned %r; expected a finite number" % value}
 except BaseException as exc:
     result = {"error": "get_score raised:\n" + "".join(traceback.format_exception(exc))[-6000:]}
-with open("/task/out/result.json", "w") as fh:
+with open(os.path.join(out, "result.json"), "w") as fh:
     json.dump(result, fh)
 """
 
@@ -71,7 +72,7 @@ def evaluate(
         out.mkdir()
         memory = int(prepared.version.resources.get("memory_mb", 4096))
         proc = sandbox.popen(
-            [sandbox_python(), "-c", HARNESS],
+            [sandbox_python(), "-c", HARNESS, "/task/scripts", "/task/env", "/task/out"],
             mounts=[
                 Mount(prepared.scripts_dir, "/task/scripts"),
                 *folder_mounts(env_dir, "/task/env", prepared.read_only_files),

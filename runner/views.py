@@ -35,3 +35,10 @@ def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
     response = JsonResponse(run_trace_json(run=run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
     return response
+
+
+def action_catalogue_view(request: HttpRequest) -> HttpResponse:
+    """The actions agents can take, as the agent receives them in its first message."""
+    from .actions import catalogue_for_agent
+
+    return render(request, "runner/actions.html", {"actions": catalogue_for_agent()})

@@ -1,7 +1,8 @@
 """A test agent driven by its configuration: it writes the lines listed in config["script"] one by one.
 
 Each entry is either a protocol message (an object, sent as JSON), a raw string (sent as is, to test
-garbage), or {"exit": code, "stderr": text} to stop. After each line it reads the answer and prints it to
+garbage), {"probe": "python expression"} to print its value to stderr, or {"exit": code, "stderr": text} to
+stop. After each line it reads the answer and prints it to
 stderr, so tests can see what the agent received. A resumed or forked run starts with earlier steps in its
 history: the agent skips as many step-making entries of its script.
 """
@@ -17,6 +18,10 @@ for item in start["config"].get("script", []):
     makes_step = isinstance(item, str) or item.get("type") == "act"
     if makes_step and already:
         already -= 1
+        continue
+    if isinstance(item, dict) and "probe" in item:
+        # Run a line of Python in the agent's own sandbox and report the value (tests of what an agent can see).
+        print("probe:", repr(eval(item["probe"])), file=sys.stderr, flush=True)
         continue
     if isinstance(item, dict) and "exit" in item:
         print(item.get("stderr", ""), file=sys.stderr, flush=True)

@@ -88,3 +88,13 @@ def test_list_and_trace_pages_do_not_grow_queries_with_rows(client, tiny_task, d
 
 def test_an_unknown_run_is_a_404(client, db):
     assert client.get(reverse("runner:run_detail", args=[999])).status_code == 404
+
+
+def test_the_action_catalogue_page_lists_every_action_with_its_arguments(client, db):
+    from runner.actions import ACTIONS
+
+    html = client.get(reverse("runner:actions")).content.decode()
+    for spec in ACTIONS:
+        assert spec.name.replace("(", "").replace(")", "") in html.replace("(", "").replace(")", "")
+        for arg in spec.usage:
+            assert f"<code>{arg}</code>" in html

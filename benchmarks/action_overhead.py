@@ -1,0 +1,94 @@
+"""Per-action overhead of the environment.
+
+1. Execute Script of a trivial script through the environment in the configured sandbox (bwrap by default),
+   against a bare ``subprocess.run`` of the same script with the same interpreter.
+2. A file action round trip as a run makes it: Write File, the workspace snapshot, and the step's database
+   write (in a throwaway SQLite database under a temporary BENCH_VAR_DIR, or DATABASE_URL if set).
+
+    .venv/bin/python benchmarks/action_overhead.py [--repeats 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def summary(name: str, seconds: list[float]) -> str:
+    ms = sorted(s * 1000 for s in seconds)
+    p90 = ms[int(len(ms) * 0.9) - 1]
+    return f"{name:<48} median {statistics.median(ms):7.1f} ms   mean {statistics.mean(ms):7.1f} ms   p90 {p90:7.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    var = Path(tempfile.mkdtemp(prefix="actionbench-"))
+    os.environ.setdefault("BENCH_VAR_DIR", str(var))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from runner.actions import Environment
+    from runner.sandbox import get_sandbox, sandbox_python
+
+    python = sandbox_python()
+    workspace = var / "ws"
+    workspace.mkdir()
+    (workspace / "hello.py").write_text("print('hello')\n")
+    env = Environment(workspace=workspace, sandbox=get_sandbox(), python=python)
+
+    bare, sandboxed = [], []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        subprocess.run([python, "-u", "hello.py"], cwd=workspace, capture_output=True, check=True)
+        bare.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        outcome = env.execute("Execute Script", {"script_name": "hello.py"})
+        sandboxed.append(time.perf_counter() - started)
+        assert "hello" in outcome.observation, outcome.observation
+    print(f"Execute Script of print('hello'), {args.repeats} times, sandbox {settings.BENCH_SANDBOX}:")
+    print(summary("bare subprocess.run", bare))
+    print(summary(f"Environment.execute in {settings.BENCH_SANDBOX}", sandboxed))
+    print(f"{'overhead (median)':<48} {statistics.median(sandboxed) * 1000 - statistics.median(bare) * 1000:7.1f} ms")
+
+    # A file action as a run records it: environment + snapshot + step row + run counters, in one transaction.
+    call_command("migrate", verbosity=0)
+    from runner.agents import agents_builtin_ensure
+    from runner.execution import RunSession, run_claim
+    from runner.models import Run
+    from runner.preparation import task_version_prepare
+    from runner.services import run_create
+    from task_bank.services import BUILTIN_DIR, task_import
+
+    version, _ = task_import(root=BUILTIN_DIR / "digits", slug="bench-digits")
+    agent = next(a for a in agents_builtin_ensure() if a.name == "baseline")
+    run = run_create(task=version.task, agent=agent, enqueue=False, max_steps=10_000, purpose=Run.Purpose.VALIDATION)
+    session = RunSession(run_claim(run.pk))
+    session.sandbox = get_sandbox()
+    session.layout(task_version_prepare(version, sandbox=session.sandbox))
+    round_trips = []
+    for i in range(args.repeats):
+        started = time.perf_counter()
+        session.act({"action": "Write File", "input": {"file_name": "notes.txt", "content": f"note {i}\n" * 50}})
+        round_trips.append(time.perf_counter() - started)
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    print(f"\nWrite File recorded as a step (snapshot + {engine} write), {args.repeats} times:")
+    print(summary("action + snapshot + database commit", round_trips))
+
+
+if __name__ == "__main__":
+    main()
