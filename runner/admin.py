@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from .models import Agent, Batch, LLMCall, Run, Step
-from .services import run_again, run_cancel
+from .services import run_again, run_cancel, run_steps_score_queue
 
 
 @admin.register(Agent)
@@ -32,7 +32,12 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["agent", "task"]
     readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
     inlines = [StepInline]
-    actions = ["cancel_runs", "run_again"]
+    actions = ["cancel_runs", "run_again", "score_steps"]
+
+    @admin.action(description="Score every step (evaluate intermediate workspaces)")
+    def score_steps(self, request, queryset) -> None:
+        jobs = sum(run_steps_score_queue(run=run) for run in queryset)
+        self.message_user(request, f"Queued {jobs} evaluation job(s).", messages.SUCCESS)
 
     @admin.action(description="Cancel selected runs")
     def cancel_runs(self, request, queryset) -> None:

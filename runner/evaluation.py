@@ -97,3 +97,20 @@ def evaluate(
         return EvalResult(score, data.get("error", ""), log, result.duration_s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def step_score(*, step_id: int) -> float | None:
+    """Score the workspace as it was after one step; every step of the run with that snapshot gets the score."""
+    from .models import Step
+    from .preparation import task_version_prepare
+    from .sandbox import get_sandbox
+
+    step = Step.objects.select_related("run__task_version").get(pk=step_id)
+    sandbox = get_sandbox(step.run.sandbox or None)
+    prepared = task_version_prepare(step.run.task_version, sandbox=sandbox)
+    result = evaluate(prepared, BlobStore().manifest_load(step.snapshot), sandbox=sandbox)
+    for same in Step.objects.filter(run=step.run, snapshot=step.snapshot):
+        same.score = result.score
+        same.detail = {**same.detail, "eval_error": result.error[-2000:]} if result.error else same.detail
+        same.save(update_fields=["score", "detail"])
+    return result.score

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -36,6 +37,8 @@ def run_create(
     version: TaskVersion | None = None,
     max_steps: int | None = None,
     max_time_s: int | None = None,
+    max_tokens: int | None = None,
+    max_cost: Decimal | None = None,
     enqueue: bool = True,
 ) -> Run:
     version = version or task.current_version
@@ -57,6 +60,8 @@ def run_create(
         sandbox=settings.BENCH_SANDBOX,
         max_steps=max_steps or version.max_steps,
         max_time_s=max_time_s or version.max_time_s,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
     )
     if enqueue:
         run_enqueue(run)
@@ -72,6 +77,8 @@ def batch_create(
     model: str = "",
     max_steps: int | None = None,
     max_time_s: int | None = None,
+    max_tokens: int | None = None,
+    max_cost: Decimal | None = None,
     enqueue: bool = True,
     note: str = "",
 ) -> tuple[Batch, list[Run]]:
@@ -86,6 +93,8 @@ def batch_create(
             batch=batch,
             max_steps=max_steps,
             max_time_s=max_time_s,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
             enqueue=enqueue,
         )
         for task in tasks
@@ -193,13 +202,28 @@ def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: st
 def run_again(*, run: Run) -> Run:
     """A fresh run of the same agent, model, task version and limits."""
     with transaction.atomic():
-        again = run_create(
+        return run_create(
             task=run.task,
             agent=run.agent,
             model=run.model,
             version=run.task_version,
             max_steps=run.max_steps,
             max_time_s=run.max_time_s,
+            max_tokens=run.max_tokens,
+            max_cost=run.max_cost,
         )
-        Run.objects.filter(pk=again.pk).update(max_tokens=run.max_tokens, max_cost=run.max_cost)
-    return again
+
+
+def run_steps_score_queue(*, run: Run) -> int:
+    """Queue the evaluation of every distinct workspace snapshot of the run's steps (one job each)."""
+    from .tasks import score_step
+
+    seen: set[str] = set()
+    jobs = []
+    for step in run.steps.order_by("index").only("pk", "snapshot", "score"):
+        if step.snapshot and step.snapshot not in seen and step.score is None:
+            seen.add(step.snapshot)
+            jobs.append(step.pk)
+    for pk in jobs:
+        transaction.on_commit(lambda pk=pk: score_step.delay(pk))
+    return len(jobs)

@@ -1,5 +1,6 @@
 import json
 import time
+from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -36,6 +37,8 @@ class Command(BaseCommand):
         parser.add_argument("--model", default="", help="model name for agents that use an LLM")
         parser.add_argument("--max-steps", type=int, default=None)
         parser.add_argument("--max-time", type=int, default=None, help="seconds")
+        parser.add_argument("--max-tokens", type=int, default=None, help="token budget of each run")
+        parser.add_argument("--max-cost", type=Decimal, default=None, help="cost budget of each run")
         parser.add_argument("--wait", action="store_true", help="wait for the runs to end and print results")
         parser.add_argument("--inline", action="store_true", help="execute the runs in this process (no worker needed)")
         parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after seconds")
@@ -74,6 +77,8 @@ class Command(BaseCommand):
                 model=opts["model"],
                 max_steps=opts["max_steps"],
                 max_time_s=opts["max_time"],
+                max_tokens=opts["max_tokens"],
+                max_cost=opts["max_cost"],
                 enqueue=not opts["inline"],
             )
         except RunRequestError as exc:
