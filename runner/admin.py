@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 
-from .models import Agent, Batch, LLMCall, Run, Step
+from .llm import endpoint_check
+from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
 from .services import run_again, run_cancel, run_steps_score_queue
 
 
@@ -59,3 +60,19 @@ class StepAdmin(admin.ModelAdmin):
 @admin.register(LLMCall)
 class LLMCallAdmin(admin.ModelAdmin):
     list_display = ["run", "step_index", "model", "tokens_in", "tokens_out", "cost", "latency_s", "error"]
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = [
+        "name", "model_id", "base_url", "api_key_env", "price_input_per_mtok", "price_output_per_mtok",
+        "max_concurrency", "is_enabled", "last_check_ok", "last_check_at",
+    ]  # fmt: skip
+    readonly_fields = ["last_check_at", "last_check_ok", "last_check_message", "created_at"]
+    actions = ["test_connection"]
+
+    @admin.action(description="Test connection (one tiny completion)")
+    def test_connection(self, request, queryset) -> None:
+        for endpoint in queryset:
+            ok, message = endpoint_check(endpoint)
+            self.message_user(request, f"{endpoint.name}: {message}", messages.SUCCESS if ok else messages.ERROR)

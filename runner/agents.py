@@ -17,6 +17,25 @@ BUILTIN_AGENTS = [
         "description": "Runs the starter script unchanged and submits: this measures a task's baseline.",
         "uses_llm": False,
     },
+    {
+        "name": "research",
+        "entrypoint": "mlab_agents.research",
+        "description": (
+            "MLAgentBench's research agent: Reflection, Research Plan and Status, Fact Check, Thought, Action and "
+            "Action Input at every step, on the run's model."
+        ),
+        "uses_llm": True,
+        "config": {"history_window": 3, "max_retries": 5, "summarize_over": 5000, "retrieval": False},
+    },
+    {
+        "name": "tuner",
+        "entrypoint": "mlab_agents.tuner",
+        "description": (
+            "Needs no LLM: finds the starter script's numeric hyperparameters, tries changes one at a time, keeps "
+            "what improves the validation metric, and explains each step."
+        ),
+        "uses_llm": False,
+    },
 ]
 
 

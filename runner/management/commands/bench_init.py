@@ -1,10 +1,12 @@
+import json
 import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents import agents_builtin_ensure
+from runner.llm import endpoints_sync
 from runner.models import Run
 from runner.services import task_version_validate_queue
 from task_bank.models import Task
@@ -24,6 +26,13 @@ class Command(BaseCommand):
         for version, created in builtin_tasks_load():
             self.stdout.write(f"task {version.task.slug}: v{version.number}{' (new)' if created else ''}")
         agents_builtin_ensure()
+        if settings.BENCH_MODEL_ENDPOINTS:
+            try:
+                specs = json.loads(settings.BENCH_MODEL_ENDPOINTS)
+                names = [e.name for e in endpoints_sync(specs if isinstance(specs, list) else [specs])]
+            except (ValueError, TypeError) as exc:
+                raise CommandError(f"BENCH_MODEL_ENDPOINTS is not a valid list of endpoints: {exc}") from exc
+            self.stdout.write(f"model endpoints: {', '.join(names)}")
         self.ensure_admin()
         if not opts["no_demo"] and not Run.objects.exists():
             queued = 0

@@ -1,0 +1,102 @@
+"""The built-in agents on real tasks: the tuner from its own search, the research agent against a scripted
+model behind the real gateway."""
+
+import json
+import re
+
+import pytest
+
+from runner.agents import agents_builtin_ensure
+from runner.execution import run_execute
+from runner.models import LLMCall, Run, Step
+from runner.services import run_create
+
+
+def agent(name: str):
+    return next(a for a in agents_builtin_ensure() if a.name == name)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_tuner_beats_the_digits_baseline_from_its_own_search(digits):
+    run = run_execute(run_create(task=digits.task, agent=agent("tuner"), enqueue=False).pk)
+
+    digits.refresh_from_db()
+    assert run.status == "finished", (run.error, run.stderr_tail)
+    assert run.final_score > digits.baseline_score
+    assert run.improvement >= 0.10 and run.succeeded is True
+    steps = list(Step.objects.filter(run=run))
+    assert steps[0].action == "List Files" and steps[-1].action == "Final Answer"
+    for step in steps:
+        assert {"Reflection", "Research Plan and Status", "Fact Check", "Thought"} <= set(step.entries)
+    kept = [s for s in steps if "keep it" in s.entries["Reflection"]]
+    assert kept, "the tuner kept no change"
+    assert "baseline" in steps[-1].action_input["final_answer"]
+
+
+def answer(action: str, action_input: dict, thought: str = "next") -> str:
+    return (
+        f"Reflection: the observation is as expected.\nResearch Plan and Status: 1. **{thought}**\n"
+        f"Fact Check: nothing new\nThought: {thought}\nAction: {action}\nAction Input: {json.dumps(action_input)}"
+    )
+
+
+@pytest.fixture
+def research(endpoint):
+    return agent("research")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_research_agent_completes_a_run_and_its_entries_tokens_and_cost_are_recorded(
+    tiny_task, research, llm_server
+):
+    llm_server.script = [
+        answer("Execute Script", {"script_name": "train.py"}, "measure the baseline"),
+        "I am not sure what to do next.",  # malformed: re-asked with a format reminder
+        answer("Write File", {"file_name": "value.txt", "content": "9"}, "write a bigger value"),
+        answer("Final Answer", {"final_answer": "value.txt holds 9"}, "submit"),
+    ]
+    run = run_execute(run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False).pk)
+
+    assert run.status == "finished", (run.error, run.stderr_tail)
+    assert run.final_score == 9.0 and run.succeeded is True
+    steps = list(Step.objects.filter(run=run))
+    assert [s.action for s in steps] == ["Execute Script", "Write File", "Final Answer"]
+    assert steps[0].entries["Thought"] == "measure the baseline"
+    assert steps[0].entries["Research Plan and Status"] == "1. **measure the baseline**"
+    assert set(steps[1].entries) == {"Reflection", "Research Plan and Status", "Fact Check", "Thought"}
+    # 4 completions (one of them the malformed answer) at 11 prompt + 7 completion tokens, 1 and 2 per million.
+    assert LLMCall.objects.filter(run=run).count() == 4
+    assert (run.tokens_in, run.tokens_out) == (44, 28)
+    assert float(run.cost) == pytest.approx((44 * 1 + 28 * 2) / 1e6)
+    assert sum(s.tokens_in for s in steps) == 44
+    reminder = llm_server.requests[2]["messages"][0]["content"]
+    assert "could not be used: the response is missing Reflection" in reminder
+    # The history window carries the previous step's observation into the next prompt.
+    assert "training" in llm_server.requests[2]["messages"][0]["content"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, research, llm_server):
+    usage = {"prompt_tokens": 1500, "completion_tokens": 500}
+    llm_server.script = [{"content": answer("Execute Script", {"script_name": "train.py"}), "usage": usage}]
+    llm_server.default = {"content": answer("List Files", {"dir_path": "."}), "usage": usage}
+    run = run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False, max_tokens=9000)
+    run = run_execute(run.pk)
+
+    assert run.status == "failed" and run.failure_kind == "limit"
+    assert "token budget of 9000 would be exceeded" in run.error
+    calls = LLMCall.objects.filter(run=run).count()
+    assert calls >= 2 and run.steps_count == calls  # every call that was made led to a step; the next was refused
+    assert run.tokens_in + run.tokens_out == 2000 * calls <= 9000
+    assert run.final_score == 2.0  # the workspace is still evaluated
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_server_that_keeps_failing_ends_the_run_as_infrastructure(tiny_task, research, llm_server, settings):
+    settings.BENCH_LLM_MAX_RETRIES = 2
+    llm_server.default = {"status": 502}
+    run = run_execute(run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False).pk)
+
+    assert run.status == "failed" and run.failure_kind == "infrastructure"
+    assert re.search(r"failed 3 times: HTTP 502", run.error)
+    assert Run.objects.get(pk=run.pk).steps_count == 0
