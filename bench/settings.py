@@ -244,3 +244,8 @@ BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 BENCH_MODEL_ENDPOINTS = os.environ.get("BENCH_MODEL_ENDPOINTS", "")
 BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
 BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
+
+# --- Task packages ------------------------------------------------------------------------------------
+BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)
+BENCH_TASK_MAX_FILE_BYTES = env_int("BENCH_TASK_MAX_FILE_BYTES", 1024**3)
+BENCH_TASK_MAX_FILES = env_int("BENCH_TASK_MAX_FILES", 100_000)

@@ -505,7 +505,7 @@ class RunSession:
                 return
             version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
             if run.purpose == Run.Purpose.VALIDATION:
-                _validation_record(version, ending, result, fields["wall_seconds"])
+                _validation_record(version, ending, result, fields["wall_seconds"], run_id=run.pk)
             if result is not None:
                 Run.objects.filter(pk=run.pk).update(
                     improvement=version.improvement_of(result.score),
@@ -528,7 +528,9 @@ def fail_validation_if_needed(run: Run) -> None:
             _validation_record(version, Ending(Run.Status.FAILED, error=run.error or "the run failed"), None, 0)
 
 
-def _validation_record(version: TaskVersion, ending: Ending, result: EvalResult | None, wall: float) -> None:
+def _validation_record(
+    version: TaskVersion, ending: Ending, result: EvalResult | None, wall: float, *, run_id: int | None = None
+) -> None:
     """The baseline agent's run on a version: its score becomes the version's measured baseline."""
     now = timezone.now()
     if ending.status == Run.Status.CANCELLED:
@@ -544,6 +546,13 @@ def _validation_record(version: TaskVersion, ending: Ending, result: EvalResult 
         version.status = TaskVersion.Status.FAILED
         version.validated_at = now
         reason = (result.error if result else "") or ending.error or "the baseline produced no score"
+        failed_script = (
+            Step.objects.filter(run_id=run_id, action="Execute Script", is_error=True).order_by("-index").first()
+            if run_id
+            else None
+        )
+        if failed_script is not None:
+            reason += f"\n\nThe starter script failed:\n{failed_script.observation[-4000:]}"
         version.validation_log = f"the baseline run did not produce a score: {reason}"[-8000:]
     version.save(update_fields=["status", "baseline_score", "baseline_time_s", "validated_at", "validation_log"])
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from .archive import archive_create, extracted
 from .models import Task, TaskVersion
-from .package import TaskPackage, TaskPackageError, iter_files, package_digest, package_load
+from .package import TaskPackage, TaskPackageError, iter_files, package_digest, package_load, slug_from_name
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -114,3 +115,33 @@ def builtin_task_dirs() -> list[Path]:
 
 def builtin_tasks_load() -> list[tuple[TaskVersion, bool]]:
     return [task_import(root=path, source=Task.Source.BUILTIN) for path in builtin_task_dirs()]
+
+
+def task_import_source(
+    *,
+    source: Path,
+    name: str | None = None,
+    slug: str | None = None,
+    source_kind: str = Task.Source.IMPORTED,
+    metric_name: str | None = None,
+    higher_is_better: bool | None = None,
+) -> tuple[TaskVersion, bool]:
+    """Import a task folder or zip. Every check runs before anything is stored: a bad package leaves nothing."""
+    unpacked = extracted(Path(source), name=name)
+    with unpacked as root:
+        return task_import(
+            root=root,
+            slug=slug or slug_from_name(unpacked.name),
+            source=source_kind,
+            metric_name=metric_name,
+            higher_is_better=higher_is_better,
+        )
+
+
+def task_export(*, version: TaskVersion, out: Path) -> int:
+    """Write the version's package as a zip that import_task reads back; returns the number of files."""
+    return archive_create(Path(version.package_path), Path(out), prefix=version.task.slug)
+
+
+def task_set_enabled(*, task: Task, enabled: bool) -> None:
+    Task.objects.filter(pk=task.pk).update(is_enabled=enabled)

@@ -1,0 +1,135 @@
+"""Task packages as zip files: safe extraction (no path tricks, no links, no bombs) and export."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+
+from .package import IGNORED_NAMES, TaskPackageError, iter_files
+
+ZIP_EPOCH = (2020, 1, 1, 0, 0, 0)
+
+
+def _check_member(info: zipfile.ZipInfo) -> PurePosixPath | None:
+    name = info.filename.replace("\\", "/")
+    path = PurePosixPath(name)
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise TaskPackageError(f"the zip holds an absolute path ({info.filename!r}); paths must be relative")
+    if ".." in path.parts:
+        raise TaskPackageError(f"the zip holds a path with '..' ({info.filename!r}); it would leave the package")
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise TaskPackageError(f"the zip holds a symbolic link ({info.filename!r}); packages hold regular files only")
+    if info.is_dir() or any(part in IGNORED_NAMES for part in path.parts) or path.name.startswith("._"):
+        return None
+    return path
+
+
+def archive_extract(zip_path: Path, dest: Path) -> Path:
+    """Extract a package zip into dest and return the package root (the zip's single top folder, if any).
+
+    Sizes are checked against the headers first and against the bytes actually decompressed while writing,
+    so a zip bomb stops at the limit. On any error nothing is left behind in dest.
+    """
+    max_total = settings.BENCH_TASK_MAX_BYTES
+    max_file = settings.BENCH_TASK_MAX_FILE_BYTES
+    max_files = settings.BENCH_TASK_MAX_FILES
+    try:
+        archive = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise TaskPackageError(f"not a zip file: {exc}") from exc
+    try:
+        with archive:
+            members = [(info, path) for info in archive.infolist() if (path := _check_member(info)) is not None]
+            if len(members) > max_files:
+                raise TaskPackageError(f"the zip holds {len(members)} files; at most {max_files} are allowed")
+            declared = sum(info.file_size for info, _ in members)
+            if declared > max_total:
+                raise TaskPackageError(f"the zip unpacks to {declared} bytes; at most {max_total} bytes are allowed")
+            written = 0
+            for info, path in members:
+                if info.file_size > max_file:
+                    raise TaskPackageError(f"{path} is {info.file_size} bytes; a file may be at most {max_file} bytes")
+                target = dest / Path(*path.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                size = 0
+                with archive.open(info) as src, open(target, "wb") as out:
+                    while chunk := src.read(1 << 20):
+                        size += len(chunk)
+                        written += len(chunk)
+                        if size > max_file or written > max_total:
+                            raise TaskPackageError(
+                                f"{path} unpacks to more than its header says (over the size limit): a zip bomb?"
+                            )
+                        out.write(chunk)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise TaskPackageError(f"the zip is damaged or uses an unsupported format: {exc}") from exc
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    entries = [p for p in dest.iterdir() if p.name not in IGNORED_NAMES] if dest.exists() else []
+    if len(entries) == 1 and entries[0].is_dir() and not (dest / "scripts").exists():
+        return entries[0]
+    return dest
+
+
+def folder_check_sizes(root: Path) -> None:
+    """The same limits for a folder import: file count, file size, total size, no links."""
+    total, count = 0, 0
+    for rel, path in iter_files(root):
+        if path.is_symlink():
+            raise TaskPackageError(f"{rel} is a symbolic link; task packages hold regular files only")
+        size = path.stat().st_size
+        count += 1
+        total += size
+        if size > settings.BENCH_TASK_MAX_FILE_BYTES:
+            raise TaskPackageError(f"{rel} is {size} bytes; a file may be at most {settings.BENCH_TASK_MAX_FILE_BYTES}")
+    if count > settings.BENCH_TASK_MAX_FILES:
+        raise TaskPackageError(f"the package holds {count} files; at most {settings.BENCH_TASK_MAX_FILES} are allowed")
+    if total > settings.BENCH_TASK_MAX_BYTES:
+        raise TaskPackageError(f"the package holds {total} bytes; at most {settings.BENCH_TASK_MAX_BYTES} are allowed")
+
+
+def archive_create(root: Path, out: Path, *, prefix: str) -> int:
+    """Zip a package folder deterministically (sorted names, fixed timestamps); returns the file count."""
+    count = 0
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for rel, path in iter_files(root):
+            info = zipfile.ZipInfo(f"{prefix}/{rel}", date_time=ZIP_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with open(path, "rb") as src, archive.open(info, "w") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            count += 1
+    return count
+
+
+class extracted:  # noqa: N801 - used as a context manager, reads like a function
+    """``with extracted(zip_or_folder) as root:`` a package root, cleaned up afterwards."""
+
+    def __init__(self, source: Path, *, name: str | None = None) -> None:
+        self.source = Path(source)
+        self.tmp: Path | None = None
+        #: The name a slug is made from: the folder's, the zip's single top folder's, or the zip file's stem.
+        self.name = name or self.source.name
+
+    def __enter__(self) -> Path:
+        if self.source.is_dir():
+            folder_check_sizes(self.source)
+            return self.source
+        if not self.source.exists():
+            raise TaskPackageError(f"{self.source} does not exist")
+        self.tmp = Path(tempfile.mkdtemp(prefix="task-import-"))
+        root = archive_extract(self.source, self.tmp / "package")
+        self.name = root.name if root.name != "package" else Path(self.name).stem
+        return root
+
+    def __exit__(self, *exc) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)

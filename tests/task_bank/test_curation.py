@@ -1,0 +1,147 @@
+"""Curating the bank from the command line: import (folder or zip), validate, export; and bad packages."""
+
+import io
+import stat
+import zipfile
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from task_bank.models import Task, TaskVersion
+from task_bank.services import packages_dir
+
+from ..factories import TINY_FILES, package_write
+
+
+def tiny_zip(tmp_path, name="tiny.zip", extra=None):
+    """The tiny package as a zip with one top folder, plus extra raw members."""
+    root = package_write(tmp_path / "src" / "tiny")
+    with zipfile.ZipFile(tmp_path / name, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                archive.write(path, "tiny/" + path.relative_to(root).as_posix())
+        for member, data in (extra or {}).items():
+            archive.writestr(member, data)
+    return tmp_path / name
+
+
+def stored_packages() -> set[str]:
+    return {p.name for p in packages_dir().iterdir()} if packages_dir().exists() else set()
+
+
+@pytest.fixture
+def nothing_imported():
+    """Call it after a refused import: no task rows, and the package store holds nothing new."""
+    before = stored_packages()
+    return lambda: not Task.objects.exists() and stored_packages() == before
+
+
+@pytest.mark.django_db
+def test_import_a_zip_validate_and_export_round_trip(tmp_path, capsys):
+    call_command("import_task", str(tiny_zip(tmp_path)))
+    assert "tiny v1: imported as a new version" in capsys.readouterr().out
+
+    call_command("validate_task", "tiny")
+    out = capsys.readouterr().out
+    assert "tiny v1 is ready: baseline value = 2" in out
+    version = Task.objects.get(slug="tiny").current_version
+    assert version.baseline_score == 2.0 and version.baseline_time_s > 0
+
+    call_command("export_task", "tiny", str(tmp_path / "out.zip"))
+    call_command("import_task", str(tmp_path / "out.zip"))
+    assert "unchanged (same files as this version)" in capsys.readouterr().out
+    assert TaskVersion.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_options_complete_a_manifest_without_direction(tmp_path, capsys):
+    root = package_write(tmp_path / "nodir", TINY_FILES | {"task.toml": 'title = "No direction"\n'})
+    with pytest.raises(CommandError, match="metric direction is unknown"):
+        call_command("import_task", str(root))
+    call_command("import_task", str(root), "--lower-is-better", "--metric", "loss", "--slug", "renamed")
+    version = Task.objects.get(slug="renamed").current_version
+    assert (version.metric_name, version.higher_is_better) == ("loss", False)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"../evil.txt": "x"}, "a path with '..'"),
+        ({"/etc/evil.txt": "x"}, "an absolute path"),
+    ],
+)
+@pytest.mark.django_db
+def test_zips_with_path_tricks_are_refused_and_leave_nothing(nothing_imported, tmp_path, bad, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("import_task", str(tiny_zip(tmp_path, extra=bad)))
+    assert nothing_imported()
+
+
+@pytest.mark.django_db
+def test_a_zip_with_a_symlink_is_refused(nothing_imported, tmp_path):
+    path = tiny_zip(tmp_path)
+    with zipfile.ZipFile(path, "a") as archive:
+        info = zipfile.ZipInfo("tiny/env/link")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(info, "/etc/passwd")
+    with pytest.raises(CommandError, match="symbolic link"):
+        call_command("import_task", str(path))
+    assert nothing_imported()
+
+
+@pytest.mark.django_db
+def test_a_zip_bomb_stops_at_the_size_limit(nothing_imported, tmp_path, settings):
+    settings.BENCH_TASK_MAX_BYTES = 50 * 1024 * 1024
+    settings.BENCH_TASK_MAX_FILE_BYTES = 50 * 1024 * 1024
+    bomb = io.BytesIO(b"\0" * (200 * 1024 * 1024))  # 200 MB of zeros compress to about 200 kB
+    with pytest.raises(CommandError, match="at most 52428800 bytes|over the size limit"):
+        call_command("import_task", str(tiny_zip(tmp_path, extra={"tiny/env/zeros.bin": bomb.getvalue()})))
+    assert nothing_imported()
+
+
+@pytest.mark.django_db
+def test_a_file_over_the_size_limit_is_refused(nothing_imported, tmp_path, settings):
+    settings.BENCH_TASK_MAX_FILE_BYTES = 1000
+    with pytest.raises(CommandError, match="a file may be at most 1000 bytes"):
+        call_command("import_task", str(tiny_zip(tmp_path, extra={"tiny/env/big.csv": "x" * 5000})))
+    assert nothing_imported()
+
+
+@pytest.mark.django_db
+def test_something_that_is_not_a_zip_is_refused(tmp_path):
+    (tmp_path / "notes.zip").write_text("hello")
+    with pytest.raises(CommandError, match="not a zip file"):
+        call_command("import_task", str(tmp_path / "notes.zip"))
+
+
+@pytest.mark.parametrize(
+    ("replacement", "message"),
+    [
+        (
+            {"scripts/eval.py": "def get_score(folder):\n    raise RuntimeError('answers do not match')\n"},
+            "RuntimeError: answers do not match",
+        ),
+        (
+            {"scripts/eval.py": "def get_score(folder):\n    return 'high'\n"},
+            "get_score returned str 'high'; expected a number",
+        ),
+        (
+            {"scripts/prepare.py": "import sys\nprint('cannot build the data', file=sys.stderr)\nsys.exit(3)\n"},
+            "prepare.py exited with code 3",
+        ),
+        ({"scripts/prepare.py": "name = input('dataset? ')\n"}, "it asked for input"),
+        ({"env/train.py": "raise SystemExit('the starter is broken')\n"}, "the starter is broken"),
+    ],
+)
+@pytest.mark.django_db(transaction=True)
+def test_validation_failures_say_what_failed(tmp_path, replacement, message):
+    root = package_write(tmp_path / "broken", TINY_FILES | replacement)
+    call_command("import_task", str(root))
+
+    with pytest.raises(CommandError) as exc:
+        call_command("validate_task", "broken")
+
+    assert "broken v1 failed validation" in str(exc.value)
+    assert message in str(exc.value)
+    version = Task.objects.get(slug="broken").current_version
+    assert version.status == "failed" and message in version.validation_log
