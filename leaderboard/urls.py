@@ -3,4 +3,8 @@ from django.urls import path
 from . import views
 
 app_name = "leaderboard"
-urlpatterns = [path("", views.home_view, name="home")]
+urlpatterns = [
+    path("", views.home_view, name="home"),
+    path("tasks/", views.task_list_view, name="task_list"),
+    path("tasks/<slug:slug>/", views.task_detail_view, name="task_detail"),
+]

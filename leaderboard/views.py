@@ -1,10 +1,13 @@
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from runner.models import Run
+from runner.preparation import prepared_env_listing
 from runner.selectors import runs_list
 from task_bank.models import Task
+
+from .selectors import task_agent_rows, tasks_list
 
 
 def home_view(request: HttpRequest) -> HttpResponse:
@@ -20,3 +23,24 @@ def home_view(request: HttpRequest) -> HttpResponse:
         "recent_runs": runs_list()[:10],
     }
     return render(request, "leaderboard/home.html", context)
+
+
+def task_list_view(request: HttpRequest) -> HttpResponse:
+    return render(request, "leaderboard/task_list.html", {"tasks": tasks_list()})
+
+
+def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
+    task = Task.objects.select_related("current_version").filter(slug=slug).first()
+    if task is None or task.current_version is None:
+        raise Http404(f"no task {slug}")
+    version = task.current_version
+    context = {
+        "task": task,
+        "version": version,
+        "versions": task.versions.order_by("-number"),
+        "files": prepared_env_listing(version),
+        "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
+        "rows": task_agent_rows(version=version),
+        "runs": runs_list(task=task.slug)[:20],
+    }
+    return render(request, "leaderboard/task_detail.html", context)

@@ -1,8 +1,13 @@
 from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
+
+from task_bank import admin as task_bank_admin
+from task_bank.models import Task, TaskVersion
 
 from .llm import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
-from .services import run_again, run_cancel, run_steps_score_queue
+from .services import run_again, run_cancel, run_steps_score_queue, task_version_validate_queue
 
 
 @admin.register(Agent)
@@ -76,3 +81,30 @@ class ModelEndpointAdmin(admin.ModelAdmin):
         for endpoint in queryset:
             ok, message = endpoint_check(endpoint)
             self.message_user(request, f"{endpoint.name}: {message}", messages.SUCCESS if ok else messages.ERROR)
+
+
+# The task admin of the task bank, with what the runner adds: validation as a background job.
+admin.site.unregister(Task)
+
+
+@admin.register(Task)
+class TaskAdmin(task_bank_admin.TaskAdmin):
+    actions = [*task_bank_admin.TaskAdmin.actions, "validate"]
+
+    @admin.action(description="Validate the current version (prepare, baseline agent, eval) in the background")
+    def validate(self, request, queryset) -> None:
+        for task in queryset.select_related("current_version"):
+            version = task.current_version
+            if version is None:
+                continue
+            if version.status == TaskVersion.Status.READY:
+                TaskVersion.objects.filter(pk=version.pk).update(status=TaskVersion.Status.PENDING)
+                version.status = TaskVersion.Status.PENDING
+            run = task_version_validate_queue(version=version)
+            if run is None:
+                self.message_user(request, f"{task.slug}: already validating.", messages.WARNING)
+            else:
+                link = reverse("runner:run_detail", args=[run.pk])
+                self.message_user(
+                    request, format_html('{}: validation queued as <a href="{}">run {}</a>.', task.slug, link, run.pk)
+                )

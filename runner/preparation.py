@@ -120,3 +120,22 @@ def task_version_prepare(version: TaskVersion, *, sandbox: Sandbox | None = None
         env_manifest_sha=info["env_manifest"],
         prepare_log=info.get("log", ""),
     )
+
+
+def prepared_env_listing(version: TaskVersion, *, hidden: bool = False) -> list[dict] | None:
+    """What the agent sees (env/) or, with hidden, the task's hidden scripts/ folder: [{path, size,
+    read_only}]. From the prepared cache when prepare.py has run, else from the package. None if absent."""
+    prepared = cache_dir(version)
+    base = (prepared if (prepared / "prepared.json").exists() else Path(version.package_path)) / (
+        "scripts" if hidden else "env"
+    )
+    if not base.is_dir():
+        return None
+    return [
+        {
+            "path": rel,
+            "size": path.stat().st_size,
+            "read_only": not hidden and is_read_only(rel, version.read_only_patterns),
+        }
+        for rel, path in iter_files(base)
+    ]

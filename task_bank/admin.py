@@ -1,6 +1,14 @@
-from django.contrib import admin
+import tempfile
+from pathlib import Path
 
+from django.contrib import admin, messages
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
+
+from .forms import TaskImportForm
 from .models import Task, TaskVersion
+from .package import TaskPackageError
+from .services import task_import_source, task_set_enabled
 
 
 class TaskVersionInline(admin.TabularInline):
@@ -14,15 +22,83 @@ class TaskVersionInline(admin.TabularInline):
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ["slug", "title", "category", "source", "is_enabled", "current_version", "updated_at"]
+    list_display = ["slug", "title", "category", "source", "is_enabled", "version_status", "baseline", "updated_at"]
     list_filter = ["category", "source", "is_enabled"]
+    list_select_related = ["current_version"]
     search_fields = ["slug", "title"]
     inlines = [TaskVersionInline]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["source", "current_version", "created_at", "updated_at"]
+    fields = ["slug", "title", "category", "is_enabled", "source", "current_version", "created_at", "updated_at"]
+    actions = ["enable", "retire"]
+    change_list_template = "admin/task_bank/task/change_list.html"
+
+    @admin.display(description="Status")
+    def version_status(self, task: Task) -> str:
+        return task.status
+
+    @admin.display(description="Baseline")
+    def baseline(self, task: Task):
+        return task.current_version.baseline_score if task.current_version else None
+
+    @admin.action(description="Enable selected tasks (they take new runs)")
+    def enable(self, request, queryset) -> None:
+        for task in queryset:
+            task_set_enabled(task=task, enabled=True)
+        self.message_user(request, f"Enabled {queryset.count()} task(s).", messages.SUCCESS)
+
+    @admin.action(description="Retire selected tasks (no new runs; their runs stay)")
+    def retire(self, request, queryset) -> None:
+        for task in queryset:
+            task_set_enabled(task=task, enabled=False)
+        self.message_user(request, f"Retired {queryset.count()} task(s).", messages.SUCCESS)
+
+    def get_urls(self):
+        extra = [path("import/", self.admin_site.admin_view(self.import_view), name="task_bank_task_import")]
+        return extra + super().get_urls()
+
+    def import_view(self, request):
+        form = TaskImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["package"]
+            with tempfile.TemporaryDirectory(prefix="upload-") as tmp:
+                zip_path = Path(tmp) / "package.zip"
+                with open(zip_path, "wb") as out:
+                    for chunk in upload.chunks():
+                        out.write(chunk)
+                try:
+                    version, created = task_import_source(
+                        source=zip_path,
+                        name=upload.name,
+                        slug=form.cleaned_data["slug"] or None,
+                        source_kind=Task.Source.UPLOADED,
+                        metric_name=form.cleaned_data["metric"] or None,
+                        higher_is_better=form.higher_is_better,
+                    )
+                except TaskPackageError as exc:
+                    form.add_error("package", str(exc))
+                else:
+                    state = "imported as a new version" if created else "unchanged (same files)"
+                    self.message_user(
+                        request,
+                        f"{version.task.slug} v{version.number}: {state}. Validate it to measure its baseline.",
+                        messages.SUCCESS,
+                    )
+                    return redirect(reverse("admin:task_bank_task_change", args=[version.task.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "title": "Import a task package",
+            "opts": self.model._meta,
+        }
+        return render(request, "admin/task_bank/task/import.html", context)
 
 
 @admin.register(TaskVersion)
 class TaskVersionAdmin(admin.ModelAdmin):
     list_display = ["__str__", "status", "metric_name", "higher_is_better", "baseline_score", "created_at"]
     list_filter = ["status"]
-    readonly_fields = ["digest", "package_path", "created_at", "validated_at"]
+    list_select_related = ["task"]
+    readonly_fields = [
+        "task", "number", "digest", "package_path", "status", "validation_log", "validated_at", "baseline_score",
+        "baseline_time_s", "created_at",
+    ]  # fmt: skip

@@ -1,0 +1,49 @@
+import pytest
+from django.urls import reverse
+
+from runner.execution import run_execute
+from runner.preparation import task_version_prepare
+from runner.services import run_create
+
+from .factories import AgentFactory, RunFactory
+
+
+def test_the_task_list_shows_metric_baseline_runs_and_best(client, tiny_task):
+    tiny_task.baseline_score = 2.0
+    tiny_task.status = "ready"
+    tiny_task.save()
+    RunFactory(task_version=tiny_task, final_score=3.5)
+    RunFactory(task_version=tiny_task, final_score=7.25)
+
+    html = client.get(reverse("leaderboard:task_list")).content.decode()
+
+    assert "Tiny" in html and "value" in html and "higher is better" in html
+    assert "2.0000" in html and "7.2500" in html
+
+
+def test_the_task_page_shows_problem_files_and_leaderboard_but_hides_hidden_files(client, admin_client, tiny_task):
+    task_version_prepare(tiny_task)
+    tiny_task.baseline_score = 2.0
+    tiny_task.save()
+    agent = AgentFactory(name="solver")
+    RunFactory(task_version=tiny_task, agent=agent, final_score=3.0, improvement=0.5, succeeded=True)
+    RunFactory(task_version=tiny_task, agent=agent, final_score=2.1, improvement=0.05, succeeded=False)
+    url = reverse("leaderboard:task_detail", args=["tiny"])
+
+    html = client.get(url).content.decode()
+    assert "Make value.txt hold a larger number" in html
+    assert "<code>train.py</code>" in html and "<code>data.txt</code>" in html
+    assert "solver@1" in html and "50%" in html  # one success out of two runs
+    assert "answer.txt" not in html and "eval.py" not in html
+
+    staff_html = admin_client.get(url).content.decode()
+    assert "scripts/answer.txt" in staff_html and "scripts/eval.py" in staff_html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_task_page_counts_only_runs_of_the_current_version(client, tiny_task):
+    agent = AgentFactory(config={"script": [{"type": "act", "action": "Final Answer", "input": {"final_answer": "x"}}]})
+    run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
+
+    html = client.get(reverse("leaderboard:task_list")).content.decode()
+    assert '<td class="num">1</td>' in html  # the benchmark run; the validation run is not counted
