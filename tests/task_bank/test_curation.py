@@ -145,3 +145,10 @@ def test_validation_failures_say_what_failed(tmp_path, replacement, message):
     assert message in str(exc.value)
     version = Task.objects.get(slug="broken").current_version
     assert version.status == "failed" and message in version.validation_log
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_documented_example_package_imports_and_validates(capsys, settings):
+    call_command("import_task", str(settings.BASE_DIR / "docs" / "example-task"))
+    call_command("validate_task", "example-task")
+    assert "example-task v1 is ready: baseline mae = " in capsys.readouterr().out
