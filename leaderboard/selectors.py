@@ -43,3 +43,45 @@ def task_agent_rows(*, version: TaskVersion) -> list[dict]:
         .order_by("-success_rate", "-mean_improvement")
     )
     return list(rows)
+
+
+def _ranked_runs(*, current_only: bool) -> QuerySet[Run]:
+    qs = Run.objects.filter(purpose=Run.Purpose.BENCHMARK, status__in=ENDED, task__is_enabled=True)
+    if current_only:
+        qs = qs.filter(task_version=F("task__current_version"))
+    return qs
+
+
+def _aggregates() -> dict:
+    return {
+        "runs": Count("pk"),
+        "successes": Count("pk", filter=Q(succeeded=True)),
+        "success_rate": Cast(Count("pk", filter=Q(succeeded=True)), FloatField()) / Cast(Count("pk"), FloatField()),
+        "mean_improvement": Avg("improvement"),
+        "mean_cost": Avg("cost"),
+        "mean_tokens": Avg(F("tokens_in") + F("tokens_out")),
+        "mean_seconds": Avg("wall_seconds"),
+        "mean_steps": Avg("steps_count"),
+    }
+
+
+def leaderboard_rows(*, current_only: bool = True) -> list[dict]:
+    """One row per agent version and model over every enabled task: the paper's success rate (runs that beat
+    the baseline by the threshold), mean improvement, and efficiency (cost, tokens, time)."""
+    rows = (
+        _ranked_runs(current_only=current_only)
+        .values("agent__name", "agent__version", "model")
+        .annotate(tasks=Count("task", distinct=True), **_aggregates())
+        .order_by("-success_rate", "-mean_improvement", "agent__name")
+    )
+    return list(rows)
+
+
+def leaderboard_cells(*, current_only: bool = True) -> list[dict]:
+    """Success rate and mean improvement per agent version, model and task (the paper's per-task table)."""
+    return list(
+        _ranked_runs(current_only=current_only)
+        .values("agent__name", "agent__version", "model", "task__slug")
+        .annotate(**_aggregates())
+        .order_by("task__slug", "agent__name")
+    )

@@ -7,7 +7,8 @@ from runner.preparation import prepared_env_listing
 from runner.selectors import runs_list
 from task_bank.models import Task
 
-from .selectors import task_agent_rows, tasks_list
+from .charts import cost_vs_success_figure, success_by_task_figure
+from .selectors import leaderboard_cells, leaderboard_rows, task_agent_rows, tasks_list
 
 
 def home_view(request: HttpRequest) -> HttpResponse:
@@ -44,3 +45,25 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "runs": runs_list(task=task.slug)[:20],
     }
     return render(request, "leaderboard/task_detail.html", context)
+
+
+def leaderboard_view(request: HttpRequest) -> HttpResponse:
+    current_only = request.GET.get("versions") != "all"
+    rows = leaderboard_rows(current_only=current_only)
+    cells = leaderboard_cells(current_only=current_only)
+    tasks = sorted({c["task__slug"] for c in cells})
+    matrix = []
+    for row in rows:
+        key = (row["agent__name"], row["agent__version"], row["model"])
+        by_task = {c["task__slug"]: c for c in cells if (c["agent__name"], c["agent__version"], c["model"]) == key}
+        matrix.append({"row": row, "cells": [by_task.get(t) for t in tasks]})
+    context = {
+        "matrix": matrix,
+        "tasks": tasks,
+        "current_only": current_only,
+        "charts": {
+            "success_by_task": success_by_task_figure(cells) if cells else None,
+            "cost_vs_success": cost_vs_success_figure(rows) if rows else None,
+        },
+    }
+    return render(request, "leaderboard/leaderboard.html", context)

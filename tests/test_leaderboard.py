@@ -1,0 +1,55 @@
+from decimal import Decimal
+
+from django.urls import reverse
+
+from leaderboard.charts import success_by_task_figure
+from leaderboard.selectors import leaderboard_cells, leaderboard_rows
+from runner.models import Run
+
+from .factories import AgentFactory, RunFactory
+
+
+def make_runs(version, agent, outcomes, **extra):
+    for succeeded, improvement in outcomes:
+        RunFactory(
+            task_version=version,
+            agent=agent,
+            succeeded=succeeded,
+            improvement=improvement,
+            final_score=1.0,
+            cost=Decimal("0.01"),
+            **extra,
+        )
+
+
+def test_rows_rank_agents_by_success_rate_and_count_only_ended_benchmark_runs(tiny_task):
+    good, weak = AgentFactory(name="good"), AgentFactory(name="weak")
+    make_runs(tiny_task, good, [(True, 0.3), (True, 0.2), (False, 0.05), (True, 0.4)])
+    make_runs(tiny_task, weak, [(False, 0.0), (True, 0.15)])
+    RunFactory(task_version=tiny_task, agent=weak, status=Run.Status.CANCELLED, succeeded=False)
+    RunFactory(task_version=tiny_task, agent=weak, purpose=Run.Purpose.VALIDATION, succeeded=False)
+    RunFactory(task_version=tiny_task, agent=weak, status=Run.Status.RUNNING)
+
+    rows = leaderboard_rows()
+
+    assert [(r["agent__name"], r["runs"], r["successes"]) for r in rows] == [("good", 4, 3), ("weak", 2, 1)]
+    assert rows[0]["success_rate"] == 0.75
+    assert abs(rows[0]["mean_improvement"] - 0.2375) < 1e-9
+    cells = leaderboard_cells()
+    assert {(c["agent__name"], c["task__slug"], c["runs"]) for c in cells} == {("good", "tiny", 4), ("weak", "tiny", 2)}
+
+
+def test_the_success_chart_is_a_figure_of_the_cells(tiny_task):
+    make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (False, 0.0)])
+    figure = success_by_task_figure(leaderboard_cells())
+    assert figure["data"][0]["x"] == ["tiny"] and figure["data"][0]["y"] == [50.0]
+    assert figure["data"][0]["name"] == "good@1"
+
+
+def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, django_assert_max_num_queries):
+    make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2)])
+    with django_assert_max_num_queries(3):
+        html = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert "good" in html and "100%" in html
+    assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html
+    assert "plotly-3.7.0.min.js" in html
