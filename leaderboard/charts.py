@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-LAYOUT = {
-    "margin": {"l": 60, "r": 20, "t": 40, "b": 90},
-    "height": 380,
-    "font": {"family": "system-ui, sans-serif", "size": 12},
-    "paper_bgcolor": "white",
-    "plot_bgcolor": "white",
-}
+from runner.charts import LAYOUT
 
 
 def entrant(row: dict) -> str:
@@ -49,18 +43,5 @@ def cost_vs_success_figure(rows: list[dict]) -> dict:
         hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}%<extra></extra>",
     )
     figure.update_xaxes(title="mean cost per run")
-    figure.update_yaxes(title="success rate (%)", range=[0, 100])
-    return figure.to_plotly_json()
-
-
-def score_over_steps_figure(steps: list[dict], *, baseline: float | None, metric: str) -> dict | None:
-    """Line: the score of the workspace after each step (steps that were scored), with the baseline."""
-    points = [(s["index"], s["score"]) for s in steps if s["score"] is not None]
-    if not points:
-        return None
-    figure = go.Figure(layout={**LAYOUT, "height": 260, "title": f"{metric} after each step"})
-    figure.add_scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name="score")
-    if baseline is not None:
-        figure.add_hline(y=baseline, line_dash="dash", annotation_text="baseline")
-    figure.update_xaxes(title="step")
+    figure.update_yaxes(title="success rate (%)", range=[-8, 115])
     return figure.to_plotly_json()

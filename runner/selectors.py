@@ -23,7 +23,7 @@ def run_detail(*, pk: int) -> Run:
 
 
 def run_steps(*, run: Run) -> QuerySet[Step]:
-    return Step.objects.filter(run=run).order_by("index")
+    return Step.objects.filter(run=run).order_by("index").prefetch_related("llm_calls")
 
 
 def run_trace_json(*, run: Run) -> dict:

@@ -2,8 +2,24 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from .models import Run
+from .charts import score_over_steps_figure
+from .models import Run, Step
 from .selectors import run_detail, run_steps, run_trace_json, runs_list
+from .trace import steps_display, workspace_changes, workspace_file, workspace_files
+
+
+def _run_or_404(pk: int) -> Run:
+    try:
+        return run_detail(pk=pk)
+    except Run.DoesNotExist:
+        raise Http404(f"no run {pk}") from None
+
+
+def _step_or_404(run: Run, index: int) -> Step:
+    step = Step.objects.filter(run=run, index=index).first()
+    if step is None:
+        raise Http404(f"run {run.pk} has no step {index}")
+    return step
 
 
 def run_list_view(request: HttpRequest) -> HttpResponse:
@@ -17,21 +33,44 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
 
 
 def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
-    try:
-        run = run_detail(pk=pk)
-    except Run.DoesNotExist:
-        raise Http404(f"no run {pk}") from None
-    context = {"run": run, "steps": list(run_steps(run=run))}
+    run = _run_or_404(pk)
+    steps = list(run_steps(run=run))
+    chart = score_over_steps_figure(
+        [{"index": s.index, "score": s.score} for s in steps],
+        baseline=run.task_version.baseline_score,
+        metric=run.task_version.metric_name,
+    )
+    context = {"run": run, "steps": steps_display(steps), "score_chart": chart}
     if request.htmx:
         return render(request, "runner/run_detail.html#trace", context)
     return render(request, "runner/run_detail.html", context)
 
 
+def step_changes_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """The workspace change a step made (loaded on demand into the step card)."""
+    run = _run_or_404(pk)
+    step = _step_or_404(run, index)
+    return render(
+        request, "runner/_step_changes.html", {"run": run, "step": step, "changes": workspace_changes(run, step)}
+    )
+
+
+def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """The workspace as it was after a step: the file list, and one file when ?path= is given."""
+    run = _run_or_404(pk)
+    step = _step_or_404(run, index)
+    path = request.GET.get("path")
+    context = {"run": run, "step": step, "files": workspace_files(step), "path": path}
+    if path:
+        try:
+            context["content"], context["size"] = workspace_file(step, path)
+        except KeyError:
+            raise Http404(f"no file {path} after step {index}") from None
+    return render(request, "runner/step_files.html", context)
+
+
 def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
-    try:
-        run = run_detail(pk=pk)
-    except Run.DoesNotExist:
-        raise Http404(f"no run {pk}") from None
+    run = _run_or_404(pk)
     response = JsonResponse(run_trace_json(run=run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
     return response
