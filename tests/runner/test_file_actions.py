@@ -82,3 +82,43 @@ def test_bad_input_names_the_problem_and_shows_the_usage(make_env):
     assert "file_name must be a string" in wrong_type.observation
     not_a_dict = env.execute("Read File", "train.py")
     assert "needs to be a valid json" in not_a_dict.observation
+
+
+def test_each_action_names_its_error(make_env):
+    env = make_env({"bin.dat": "", "s.py": "a = 1\n"})
+    (env.workspace / "bin.dat").write_bytes(b"\x00\x01binary")
+    cases = [
+        ("List Files", {"dir_path": "missing"}, "Cannot list file in the missing directory"),
+        ("Read File", {"file_name": "missing.txt"}, "does not exist"),
+        ("Read File", {"file_name": "bin.dat"}, "it is a binary file"),
+        ("Read File", {"file_name": "."}, "because it is a directory"),
+        ("Write File", {"file_name": "backup/x.py", "content": ""}, "backup/ folder is kept by the environment"),
+        ("Copy File", {"source": "missing.py", "destination": "x.py"}, "Check whether the source and destinations"),
+        ("Execute Script", {"script_name": "missing.py"}, "The file missing.py does not exist."),
+        ("Inspect Script Lines", {"script_name": "s.py", "start_line_number": 5, "end_line_number": 9}, "out of range"),
+        (
+            "Inspect Script Lines",
+            {"script_name": "s.py", "start_line_number": "x", "end_line_number": 2},
+            "start_line_number must be a whole number",
+        ),
+        ("Final Answer", {}, "missing final_answer"),
+    ]
+    for name, args, message in cases:
+        outcome = env.execute(name, args)
+        assert outcome.error, (name, args)
+        assert message in outcome.observation, (name, outcome.observation)
+
+
+def test_a_file_too_large_to_read_is_refused_with_advice(make_env):
+    env = make_env()
+    (env.workspace / "big.csv").write_text("x" * (6 * 1024 * 1024))
+    outcome = env.execute("Read File", {"file_name": "big.csv"})
+    assert "over the 5242880 byte limit" in outcome.observation and "Inspect Script Lines" in outcome.observation
+
+
+def test_long_script_output_keeps_its_head_and_tail_and_says_what_was_cut(make_env):
+    env = make_env({"long.py": "for i in range(20000):\n    print('line', i)\n"}, observation_limit=2000)
+    outcome = env.execute("Execute Script", {"script_name": "long.py"})
+    assert "line 0\n" in outcome.observation and "line 19999" in outcome.observation
+    assert "bytes of output cut here" in outcome.observation
+    assert len(outcome.observation) < 3000

@@ -104,3 +104,20 @@ def test_without_a_model_the_llm_actions_are_not_offered(make_env):
     assert "Append Summary to Research Log" in env.action_names
     outcome = env.execute("Reflection", {"things_to_reflect_on": "x"})
     assert outcome.observation.startswith("Invalid action: Reflection.")
+
+
+def test_llm_action_errors_are_observations(env, llm_server):
+    bad_lines = env.execute(
+        "Edit Script Segment (AI)",
+        {
+            "script_name": "train.py",
+            "start_line_number": 3,
+            "end_line_number": 1,
+            "edit_instruction": "x",
+            "save_name": "train.py",
+        },
+    )
+    assert bad_lines.error and "start_line_number <= end_line_number" in bad_lines.observation
+    missing = env.execute("Understand File", {"file_name": "nope.txt", "things_to_look_for": "x"})
+    assert missing.error and "does not exist" in missing.observation
+    assert llm_server.requests == []  # nothing was asked of the model
