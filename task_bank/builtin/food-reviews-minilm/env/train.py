@@ -20,7 +20,7 @@ from torch import nn
 SEED = 0
 EPOCHS = 2
 BATCH_SIZE = 64
-LEARNING_RATE = 0.0003
+LEARNING_RATE = 0.001
 HIDDEN_SIZE = 16
 
 torch.manual_seed(SEED)
@@ -45,7 +45,7 @@ def make_model():
 
 
 def fit(model, X_fit, y_fit):
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=0.9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(EPOCHS):
         model.train()

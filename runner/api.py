@@ -1,0 +1,121 @@
+from decimal import Decimal
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from task_bank.models import Task
+
+from .models import Agent, Run, Step
+from .selectors import runs_list
+from .services import RunRequestError, batch_create, run_cancel
+
+
+class RunSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="task.slug")
+    task_version = serializers.IntegerField(source="task_version.number")
+    agent = serializers.CharField(source="agent.name")
+    agent_version = serializers.CharField(source="agent.version")
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "task", "task_version", "agent", "agent_version", "model", "purpose", "status", "failure_kind",
+            "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps", "max_time_s",
+            "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
+            "peak_memory_mb", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at", "started_at",
+            "finished_at",
+        ]  # fmt: skip
+
+
+class StepSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Step
+        fields = [
+            "index", "action", "action_input", "entries", "observation", "is_error", "started_at", "duration_s",
+            "tokens_in", "tokens_out", "cost", "snapshot", "score", "low_level", "detail", "inherited",
+        ]  # fmt: skip
+
+
+class RunRequestSerializer(serializers.Serializer):
+    agent = serializers.CharField(help_text="agent name (latest version) or name@version")
+    tasks = serializers.ListField(child=serializers.SlugField(), min_length=1)
+    repeats = serializers.IntegerField(min_value=1, max_value=100, default=1)
+    model = serializers.CharField(required=False, allow_blank=True, default="")
+    max_steps = serializers.IntegerField(required=False, min_value=1)
+    max_time_s = serializers.IntegerField(required=False, min_value=1)
+    max_tokens = serializers.IntegerField(required=False, min_value=1)
+    max_cost = serializers.DecimalField(required=False, max_digits=12, decimal_places=6, min_value=Decimal(0))
+
+    def validate_agent(self, value: str) -> Agent:
+        name, _, version = value.partition("@")
+        agents = Agent.objects.filter(name=name, **({"version": version} if version else {}))
+        agent = agents.order_by("-created_at").first()
+        if agent is None:
+            valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
+            raise serializers.ValidationError(f"unknown agent {value!r}; valid agents: {', '.join(valid)}")
+        return agent
+
+    def validate_tasks(self, slugs: list[str]) -> list[Task]:
+        tasks = {t.slug: t for t in Task.objects.select_related("current_version").filter(slug__in=slugs)}
+        unknown = [s for s in slugs if s not in tasks]
+        if unknown:
+            valid = ", ".join(sorted(Task.objects.values_list("slug", flat=True)))
+            raise serializers.ValidationError(f"unknown task {', '.join(unknown)}; valid tasks: {valid}")
+        return [tasks[s] for s in slugs]
+
+
+class IsStaffOrReadOnly(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)
+
+
+class RunViewSet(viewsets.ReadOnlyModelViewSet):
+    """Runs, newest first; filter with ?status=, ?task=, ?agent=. Staff can start and cancel runs."""
+
+    serializer_class = RunSerializer
+    permission_classes = [IsStaffOrReadOnly]
+
+    def get_queryset(self):
+        params = self.request.query_params
+        return runs_list(status=params.get("status"), task=params.get("task"), agent=params.get("agent"))
+
+    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True)})
+    def create(self, request):
+        """Queue runs of an agent on tasks (one per task x repeat), as `bench_run` does."""
+        request_data = RunRequestSerializer(data=request.data)
+        request_data.is_valid(raise_exception=True)
+        data = request_data.validated_data
+        try:
+            _, runs = batch_create(
+                agent=data["agent"],
+                tasks=data["tasks"],
+                repeats=data["repeats"],
+                model=data["model"],
+                max_steps=data.get("max_steps"),
+                max_time_s=data.get("max_time_s"),
+                max_tokens=data.get("max_tokens"),
+                max_cost=data.get("max_cost"),
+            )
+        except RunRequestError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Ask the run to stop: a queued run is cancelled at once, a live one within seconds."""
+        run = self.get_object()
+        if not run_cancel(run=run):
+            return Response({"detail": f"run {run.pk} is {run.status}; nothing to cancel"}, status=409)
+        run.refresh_from_db()
+        return Response(RunSerializer(run).data)
+
+    @extend_schema(responses={200: StepSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def steps(self, request, pk=None):
+        """Every step of the run, in order."""
+        run = self.get_object()
+        page = self.paginate_queryset(Step.objects.filter(run=run).order_by("index"))
+        return self.get_paginated_response(StepSerializer(page, many=True).data)

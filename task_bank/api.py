@@ -1,0 +1,33 @@
+from rest_framework import serializers, viewsets
+
+from .models import Task, TaskVersion
+
+
+class TaskVersionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TaskVersion
+        fields = [
+            "number", "digest", "status", "metric_name", "higher_is_better", "success_threshold", "script_name",
+            "max_steps", "max_time_s", "resources", "data_license", "baseline_score", "baseline_time_s",
+            "reference_score", "validated_at", "created_at",
+        ]  # fmt: skip
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    current_version = TaskVersionSerializer(read_only=True)
+    research_problem = serializers.CharField(source="current_version.research_problem", read_only=True)
+    status = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Task
+        fields = ["slug", "title", "category", "source", "is_enabled", "status", "research_problem", "current_version"]
+
+
+class TaskViewSet(viewsets.ReadOnlyModelViewSet):
+    """The task bank: every enabled task with its current version (what new runs use)."""
+
+    serializer_class = TaskSerializer
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return Task.objects.select_related("current_version").filter(is_enabled=True).order_by("slug")

@@ -1,0 +1,55 @@
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from runner.models import Run
+
+from .factories import AgentFactory, RunFactory, StepFactory
+
+
+@pytest.fixture
+def staff_token(db):
+    user = get_user_model().objects.create_user("curator", password="x", is_staff=True)
+    return Token.objects.create(user=user).key
+
+
+def test_tasks_runs_steps_and_leaderboard_are_readable(client, tiny_task):
+    run = RunFactory(task_version=tiny_task, agent=AgentFactory(name="solver"), succeeded=True, final_score=3.0)
+    StepFactory(run=run, index=0, action="List Files")
+
+    tasks = client.get("/api/v1/tasks/").json()
+    assert tasks["results"][0]["slug"] == "tiny"
+    assert tasks["results"][0]["current_version"]["metric_name"] == "value"
+    runs = client.get("/api/v1/runs/", {"task": "tiny"}).json()
+    assert runs["results"][0]["id"] == run.pk and runs["results"][0]["agent"] == "solver"
+    steps = client.get(f"/api/v1/runs/{run.pk}/steps/").json()
+    assert steps["results"][0]["action"] == "List Files"
+    board = client.get("/api/v1/leaderboard/").json()
+    assert board[0]["agent"] == "solver" and board[0]["success_rate"] == 1.0
+
+
+def test_starting_runs_needs_staff_and_validates_the_request(client, tiny_task, staff_token, baseline_agent):
+    assert client.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"]}).status_code == 403
+
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {staff_token}")
+    bad = api.post("/api/v1/runs/", {"agent": "nobody", "tasks": ["nope"]}, format="json")
+    assert bad.status_code == 400
+    assert "unknown agent 'nobody'" in bad.json()["agent"][0] and "unknown task nope" in bad.json()["tasks"][0]
+
+    created = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"], "repeats": 2}, format="json")
+    assert created.status_code == 201 and len(created.json()) == 2
+    run_id = created.json()[0]["id"]
+
+    cancelled = api.post(f"/api/v1/runs/{run_id}/cancel/")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert api.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 409
+    assert Run.objects.filter(status="queued").count() == 1
+
+
+def test_the_openapi_schema_and_docs_are_served_offline(client, db):
+    schema = client.get("/api/v1/schema/")
+    assert schema.status_code == 200 and b"/api/v1/runs/{id}/cancel/" in schema.content
+    docs = client.get("/api/v1/docs/").content.decode()
+    assert "swagger-ui" in docs and "cdn" not in docs.lower()
