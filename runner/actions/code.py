@@ -23,6 +23,8 @@ def limits_note(env: Environment, result: ProcessResult) -> str:
     code = result.exit_code
     if code is None or code == 0:
         return ""
+    if env.limits.cpu_seconds and result.cpu_seconds >= env.limits.cpu_seconds:
+        return f"it reached the CPU time limit of {env.limits.cpu_seconds} s"
     signum = -code if code < 0 else code - 128 if code > 128 else 0
     try:
         name = signal.Signals(signum).name if signum else ""

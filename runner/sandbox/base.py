@@ -51,7 +51,9 @@ class Limits:
         ]
         for which, value in pairs:
             if value is not None:
-                resource.setrlimit(which, (value, value))
+                # CPU: SIGXCPU at the limit (a message the agent can read), SIGKILL a little later if ignored.
+                hard = value + 5 if which == resource.RLIMIT_CPU else value
+                resource.setrlimit(which, (value, hard))
 
 
 BASE_ENV = {

@@ -100,3 +100,43 @@ def test_a_model_server_that_keeps_failing_ends_the_run_as_infrastructure(tiny_t
     assert run.status == "failed" and run.failure_kind == "infrastructure"
     assert re.search(r"failed 3 times: HTTP 502", run.error)
     assert Run.objects.get(pk=run.pk).steps_count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_long_observations_are_summarised_and_the_research_log_is_retrieved(tiny_task, endpoint, llm_server):
+    from runner.models import Agent
+
+    agent = Agent.objects.create(
+        name="research-retrieval", entrypoint="mlab_agents.research", config={"retrieval": True, "summarize_over": 200}
+    )
+    long_script = "for i in range(200):\n    print('loss', i)\n"
+    purposes = []
+
+    def reply(request):
+        purpose = request["messages"][0]["content"]
+        if purpose.startswith("Summarize this observation"):
+            purposes.append("summarize")
+            return "the loss went from 0 to 199"
+        if purpose.startswith("Summarize this step"):
+            purposes.append("log")
+            return "step summary"
+        if "Concisely list the information" in purpose:
+            purposes.append("retrieve")
+            return "earlier: wrote a script"
+        steps_done = request["messages"][0]["content"].count("Observation:\n```\n") - 1
+        plan = [
+            answer("Write File", {"file_name": "long.py", "content": long_script}),
+            answer("Execute Script", {"script_name": "long.py"}),
+            answer("Final Answer", {"final_answer": "done"}),
+        ]
+        purposes.append("agent")
+        return plan[min(steps_done, 2)]
+
+    llm_server.default = reply
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
+
+    assert run.status == "finished", (run.error, run.stderr_tail)
+    assert "summarize" in purposes and "log" in purposes and "retrieve" in purposes
+    prompts = [r["messages"][0]["content"] for r in llm_server.requests]
+    assert any("the loss went from 0 to 199" in p and "Research Problem" in p for p in prompts)
+    assert any("earlier: wrote a script" in p and "Research Problem" in p for p in prompts)

@@ -113,3 +113,25 @@ def test_test_connection_records_the_outcome_on_the_endpoint(endpoint, llm_serve
     endpoint.refresh_from_db()
     assert not ok and endpoint.last_check_ok is False
     assert "failed" in endpoint.last_check_message and "Connection" in endpoint.last_check_message
+
+
+def test_max_concurrency_is_shared_through_leases(run, endpoint, llm_server):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runner.models import LLMLease
+
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_concurrency=1)
+    LLMLease.objects.create(endpoint=endpoint, run=run, expires_at=timezone.now() + timedelta(minutes=5))
+    waited = []
+
+    def tick():
+        waited.append(1)
+        if len(waited) == 3:  # the slot frees up while the call waits (another worker's call ended)
+            LLMLease.objects.all().delete()
+
+    llm_server.script = ["done"]
+    assert complete(run=run, messages=MESSAGES, tick=tick).text == "done"
+    assert len(waited) >= 3
+    assert not LLMLease.objects.exists()  # released after the call

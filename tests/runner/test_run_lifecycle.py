@@ -152,3 +152,44 @@ def test_the_trace_exports_in_mlagentbench_shape(client, tiny_task):
         "script_name": "a valid python script name with relative path to current directory if needed"
     }
     assert trace["task_description"] == tiny_task.research_problem
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_time_limit_ends_the_run_as_timed_out_and_the_workspace_is_still_scored(tiny_task):
+    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    script = [
+        act("Write File", file_name="value.txt", content="6"),
+        act("Write File", file_name="slow.py", content="import time\ntime.sleep(60)\n"),
+        act("Execute Script", script_name="slow.py"),
+        FINAL,
+    ]
+    run = run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False, max_time_s=4)
+    started = time.monotonic()
+    run = run_execute(run.pk)
+
+    assert time.monotonic() - started < 20
+    assert run.status == "timed_out" and run.failure_kind == "limit"
+    assert "time limit of 4 s" in run.error
+    assert run.final_score == 6.0  # evaluated despite the limit
+    last = Step.objects.filter(run=run).order_by("-index").first()
+    assert last.action == "Execute Script" and "it reached its time limit" in last.observation
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_scripts_output_is_visible_before_the_step_ends(tiny_task):
+    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    slow = "import time\nprint('epoch 1 done', flush=True)\ntime.sleep(4)\nprint('epoch 2 done')\n"
+    script = [act("Write File", file_name="slow.py", content=slow), act("Execute Script", script_name="slow.py"), FINAL]
+    run = run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False)
+    thread = execute_in_thread(run.pk)
+    deadline = time.monotonic() + 30
+    seen = ""
+    while "epoch 1 done" not in seen:
+        assert time.monotonic() < deadline, "the live output never showed the first line"
+        time.sleep(0.2)
+        seen = Run.objects.get(pk=run.pk).live_output
+    assert "epoch 2 done" not in seen  # seen while the script was still running
+    thread.join(timeout=30)
+    run.refresh_from_db()
+    assert run.status == "finished" and run.live_output == ""
+    assert "epoch 2 done" in Step.objects.get(run=run, action="Execute Script").observation

@@ -162,3 +162,9 @@ print("SURVIVED")
     outcome = run_script(make_env(), source)
     assert "SURVIVED" not in outcome.observation or "kill" in outcome.observation
     # This test process (the worker's stand-in) is alive to check it, and the next action works (run_script).
+
+
+def test_the_cpu_time_limit_stops_a_busy_script_with_a_message(make_env):
+    env = make_env(limits=Limits(cpu_seconds=1), action_timeout_s=30)
+    outcome = run_script(env, "while True:\n    pass")
+    assert outcome.error and "CPU time limit of 1 s" in outcome.observation

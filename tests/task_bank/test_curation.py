@@ -152,3 +152,12 @@ def test_the_documented_example_package_imports_and_validates(capsys, settings):
     call_command("import_task", str(settings.BASE_DIR / "docs" / "example-task"))
     call_command("validate_task", "example-task")
     assert "example-task v1 is ready: baseline mae = " in capsys.readouterr().out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prepare_that_needs_the_network_is_refused_unless_the_deployment_allows_it(tmp_path, settings):
+    settings.BENCH_ALLOW_PREPARE_NETWORK = False
+    manifest = TINY_FILES["task.toml"] + "\n[prepare]\nnetwork = true\n"
+    call_command("import_task", str(package_write(tmp_path / "online", TINY_FILES | {"task.toml": manifest})))
+    with pytest.raises(CommandError, match="prepare.py needs the network .* BENCH_ALLOW_PREPARE_NETWORK=1"):
+        call_command("validate_task", "online")
