@@ -427,6 +427,9 @@ class RunSession:
         Run.objects.filter(pk=self.run.pk).update(live_action=self.current_action, live_output="")
         outcome = self.environment.execute(message["action"], self.current_input)
         self.record(self.current_action, self.current_input, self.current_entries, outcome)
+        if outcome.final:
+            answer = self.current_input.get("final_answer", "") if isinstance(self.current_input, dict) else ""
+            Run.objects.filter(pk=self.run.pk).update(final_answer=str(answer)[:20_000])
         return outcome
 
     def complete(self, message: dict) -> dict:

@@ -112,6 +112,10 @@ def run_cancel(*, run: Run) -> bool:
         finished_at=now,
         error="cancelled before it started",
     ):
+        if run.purpose == Run.Purpose.VALIDATION:  # the version can be validated again later
+            TaskVersion.objects.filter(pk=run.task_version_id, status=TaskVersion.Status.VALIDATING).update(
+                status=TaskVersion.Status.PENDING, validation_log="validation was cancelled before it started"
+            )
         return True
     return bool(
         Run.objects.filter(pk=run.pk, status__in=Run.LIVE, cancel_requested_at__isnull=True).update(

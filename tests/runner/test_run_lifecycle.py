@@ -72,6 +72,15 @@ def test_cancel_stops_a_running_script_within_five_seconds(tiny_task, baseline_a
 
 
 @pytest.mark.django_db
+def test_cancelling_a_queued_validation_lets_the_version_be_validated_again(tiny_task):
+    validation = task_version_validate_queue(version=tiny_task, enqueue=False)
+    assert run_cancel(run=validation)
+    tiny_task.refresh_from_db()
+    assert tiny_task.status == "pending"
+    assert task_version_validate_queue(version=tiny_task, enqueue=False) is not None
+
+
+@pytest.mark.django_db
 def test_a_queued_run_is_cancelled_at_once(tiny_task):
     run = RunFactory(task_version=tiny_task, status=Run.Status.QUEUED)
     assert run_cancel(run=run)
@@ -90,7 +99,7 @@ def test_a_fork_starts_from_the_step_n_workspace_with_steps_0_to_n(tiny_task):
     ]
     agent = AgentFactory(config={"script": script})
     original = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
-    assert original.final_score == 7.0
+    assert original.final_score == 7.0 and original.final_answer == "done"
 
     fork_agent = AgentFactory(config={"script": script[:2] + [act("List Files", dir_path="."), FINAL]})
     fork = run_fork(run=original, step_index=1, agent=fork_agent)
