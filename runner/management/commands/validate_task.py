@@ -33,6 +33,6 @@ class Command(BaseCommand):
             raise CommandError(f"{task.slug} v{version.number} failed validation:\n{version.validation_log}")
         self.stdout.write(
             f"{task.slug} v{version.number} is ready: baseline {version.metric_name} = {version.baseline_score:.6g} "
-            f"({'higher' if version.higher_is_better else 'lower'} is better), measured in "
+            f"({'higher' if version.higher_is_better else 'lower'} is better); the starter script ran in "
             f"{version.baseline_time_s:.1f} s; digest {version.digest[:12]}"
         )
