@@ -74,9 +74,9 @@ def find_params(source: str) -> list[Param]:
 def candidates(param: Param) -> list[float]:
     x = param.number
     if param.kind in ("grow", "size"):
-        values = [x * 4, x * 2] if x >= 1 else [2.0, 8.0]
+        values = [x * 2, x * 4] if x >= 1 else [2.0, 8.0]
     elif param.kind == "depth":
-        values = [x * 2, x + 2, x * 4] if x >= 1 else [4.0, 8.0]
+        values = [x + 2, x * 2] if x >= 1 else [4.0, 8.0]
     elif param.kind == "rate":
         values = [x * 3, x / 3, x * 10]
     elif param.kind == "reg":
@@ -93,6 +93,18 @@ def candidates(param: Param) -> list[float]:
         if value != x and value not in out and value > 0:
             out.append(value)
     return out
+
+
+def cost_factor(param: Param, value: float) -> float:
+    """How much longer a run with this value is likely to take than with the current one."""
+    ratio = value / param.number if param.number else 1.0
+    if param.kind == "grow":
+        return max(ratio, 1.0)
+    if param.kind in ("size", "depth"):
+        return max(ratio, 1.0) ** 1.5
+    if param.kind == "batch":
+        return max(1 / ratio, 1.0)
+    return 1.0
 
 
 def substitute(source: str, param: Param, value: float) -> str:
@@ -229,6 +241,12 @@ class Tuner:
                     # Each trial costs two steps (write, run); keep two for the final rerun and the answer.
                     if self.steps_left() < 4 or self.time_left() < duration * 2.5 + 30:
                         break
+                    expected = duration * cost_factor(current, value)
+                    if expected > max(60.0, self.time_left() / 4):
+                        self.plan_done.append(
+                            f"{current.name} -> {value:g} skipped: it would take about {expected:.0f} s"
+                        )
+                        continue
                     trial = substitute(best_source, current, value)
                     change = f"{current.name} {current.value} -> {value:g}"
                     self.write(
@@ -244,8 +262,8 @@ class Tuner:
                         now=f"measure {change}",
                         facts="No new result yet; this step runs the experiment.",
                     )
-                    duration = max(duration, took)
                     if score is not None and self.better(score, best):
+                        duration = took
                         last_note = (
                             f"With {change} the validation {self.metric} is {score:.4g}, better than "
                             f"{best:.4g}: keep it."
