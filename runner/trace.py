@@ -42,9 +42,9 @@ def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, Sa
     return shown
 
 
-def steps_display(steps: list[Step]) -> list[dict]:
-    """The steps of a trace with their displayed entries and whether the workspace changed."""
-    previous_plan, previous_snapshot, shown = None, None, []
+def steps_display(steps: list[Step], *, initial_snapshot: str = "") -> list[dict]:
+    """The steps of a trace with their displayed entries and whether the step changed the workspace."""
+    previous_plan, previous_snapshot, shown = None, initial_snapshot or None, []
     for step in steps:
         shown.append(
             {

@@ -40,7 +40,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
         baseline=run.task_version.baseline_score,
         metric=run.task_version.metric_name,
     )
-    context = {"run": run, "steps": steps_display(steps), "score_chart": chart}
+    context = {"run": run, "steps": steps_display(steps, initial_snapshot=run.initial_snapshot), "score_chart": chart}
     if request.htmx:
         return render(request, "runner/run_detail.html#trace", context)
     return render(request, "runner/run_detail.html", context)
