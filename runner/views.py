@@ -1,10 +1,14 @@
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from .charts import score_over_steps_figure
 from .models import Run, Step
 from .selectors import run_detail, run_steps, run_trace_json, runs_list
+from .services import RunRequestError, run_again, run_cancel, run_fork
 from .trace import steps_display, workspace_changes, workspace_file, workspace_files
 
 
@@ -81,3 +85,39 @@ def action_catalogue_view(request: HttpRequest) -> HttpResponse:
     from .actions import catalogue_for_agent
 
     return render(request, "runner/actions.html", {"actions": catalogue_for_agent()})
+
+
+@require_POST
+@staff_member_required
+def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_or_404(pk)
+    if run_cancel(run=run):
+        messages.success(request, f"Run {run.pk}: cancel requested; it stops within seconds.")
+    else:
+        messages.warning(request, f"Run {run.pk} is {run.get_status_display().lower()}: nothing to cancel.")
+    return redirect("runner:run_detail", pk=run.pk)
+
+
+@require_POST
+@staff_member_required
+def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        again = run_again(run=_run_or_404(pk))
+    except RunRequestError as exc:
+        messages.error(request, str(exc))
+        return redirect("runner:run_detail", pk=pk)
+    messages.success(request, f"Queued run {again.pk}: the same agent, model, task version and limits.")
+    return redirect("runner:run_detail", pk=again.pk)
+
+
+@require_POST
+@staff_member_required
+def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    run = _run_or_404(pk)
+    try:
+        fork = run_fork(run=run, step_index=index)
+    except RunRequestError as exc:
+        messages.error(request, str(exc))
+        return redirect("runner:run_detail", pk=pk)
+    messages.success(request, f"Queued run {fork.pk}, starting from the workspace after step {index} of run {pk}.")
+    return redirect("runner:run_detail", pk=fork.pk)

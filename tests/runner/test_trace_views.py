@@ -58,3 +58,23 @@ def test_the_file_browser_shows_the_workspace_as_it_was_after_each_step(client, 
 def test_the_trace_page_query_count_does_not_grow_with_steps(client, run, django_assert_max_num_queries):
     with django_assert_max_num_queries(3):
         client.get(reverse("runner:run_detail", args=[run.pk]))
+
+
+def test_staff_can_cancel_run_again_and_fork_from_the_run_page(admin_client, client, run):
+    page = admin_client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    assert "fork from here" in page and "Run again" in page
+    assert "fork from here" not in client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+
+    forked = admin_client.post(reverse("runner:run_fork", args=[run.pk, 1]))
+    fork = run.forks.get()
+    assert forked.url == reverse("runner:run_detail", args=[fork.pk])
+    assert fork.fork_step == 1 and fork.steps_count == 2 and fork.status == "queued"
+
+    again = admin_client.post(reverse("runner:run_again", args=[run.pk]))
+    assert again.status_code == 302
+    cancel = admin_client.post(reverse("runner:run_cancel", args=[fork.pk]), follow=True)
+    fork.refresh_from_db()
+    assert fork.status == "cancelled" and "cancel requested" in cancel.content.decode()
+
+    assert client.post(reverse("runner:run_cancel", args=[run.pk])).status_code == 302  # to the login page
+    assert admin_client.get(reverse("runner:run_cancel", args=[run.pk])).status_code == 405
