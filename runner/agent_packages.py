@@ -93,6 +93,9 @@ def agent_import(*, source: Path, owner=None) -> tuple[Agent, bool]:
                 for rel, path in iter_files(root):
                     (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(path, tmp / rel)
+                    (tmp / rel).chmod(0o644)
+                for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+                    folder.chmod(0o755)  # readable by the sandbox user the agent runs as
                 tmp.rename(dest)
     except TaskPackageError as exc:
         raise AgentPackageError(str(exc)) from exc

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
+import os
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +15,20 @@ from django.conf import settings
 
 from .preparation import PreparedTask
 from .sandbox import Limits, Mount, Sandbox, folder_mounts, sandbox_python
+from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import run_process
-from .snapshots import BlobStore, Manifest, manifest_restore
+from .snapshots import BlobStore, Manifest, manifest_restore, remove_tree
 
 # Runs inside the sandbox: import scripts/eval.py as MLAgentBench does and call get_score on the submission.
+# The score goes back on a pipe (argv[3]: its descriptor, or a folder for backends that cannot pass one).
+# The harness makes itself undumpable first, so processes that eval.py starts to run the submission (they
+# run as the same user) can neither read its memory nor open its descriptors through /proc.
 HARNESS = r"""
-import importlib.util, json, math, os, sys, traceback
+import ctypes, importlib.util, json, math, os, sys, traceback
 scripts, submission, out = sys.argv[1:4]
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+if out.isdigit():
+    os.set_inheritable(int(out), False)
 result = {}
 try:
     sys.path.insert(0, scripts)
@@ -43,9 +51,14 @@ try:
                 result = {"error": "get_score returned %r; expected a finite number" % value}
 except BaseException as exc:
     result = {"error": "get_score raised:\n" + "".join(traceback.format_exception(exc))[-6000:]}
-with open(os.path.join(out, "result.json"), "w") as fh:
-    json.dump(result, fh)
+data = json.dumps(result).encode()[:60000]
+if out.isdigit():
+    os.write(int(out), data)
+else:
+    with open(os.path.join(out, "result.json"), "wb") as fh:
+        fh.write(data)
 """
+RESULT_LIMIT = 65536
 
 
 @dataclass
@@ -54,6 +67,20 @@ class EvalResult:
     error: str
     log: str
     duration_s: float
+
+
+def result_parse(data: bytes) -> tuple[float | None, str]:
+    """The harness's (score, error); anything malformed is an error, never a crash."""
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, "the evaluation did not report a result"
+    if not isinstance(parsed, dict):
+        return None, "the evaluation reported something that is not a result"
+    score, error = parsed.get("score"), parsed.get("error", "")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        score = None
+    return (float(score) if score is not None else None), str(error)[:8000]
 
 
 def evaluate(
@@ -65,38 +92,68 @@ def evaluate(
 ) -> EvalResult:
     """Score a snapshot: restore it to a scratch folder and run get_score on it next to the hidden scripts."""
     scratch = Path(tempfile.mkdtemp(prefix="eval-", dir=settings.BENCH_RUNS_DIR))
+    read_end = write_end = None
     try:
         env_dir = scratch / "env"
-        manifest_restore(manifest, env_dir, BlobStore(), link=set(prepared.read_only_files))
-        out = scratch / "out"
-        out.mkdir()
+        read_only = set(prepared.read_only_files)
+        manifest_restore(manifest, env_dir, BlobStore(), link=read_only if sandbox.protects_links else set())
+        writable_for_sandbox(env_dir, read_only=read_only)
+        mounts = [Mount(prepared.scripts_dir, "/task/scripts"), *folder_mounts(env_dir, "/task/env", read_only)]
         memory = int(prepared.version.resources.get("memory_mb", 4096))
+        options = {}
+        if sandbox.passes_fds:
+            read_end, write_end = os.pipe()
+            channel, options["pass_fds"] = str(write_end), (write_end,)
+        else:
+            (scratch / "out").mkdir()
+            writable_for_sandbox(scratch / "out")
+            mounts.append(Mount(scratch / "out", "/task/out", writable=True))
+            channel = "/task/out"
         proc = sandbox.popen(
-            [sandbox_python(), "-c", HARNESS, "/task/scripts", "/task/env", "/task/out"],
-            mounts=[
-                Mount(prepared.scripts_dir, "/task/scripts"),
-                *folder_mounts(env_dir, "/task/env", prepared.read_only_files),
-                Mount(out, "/task/out", writable=True),
-            ],
+            [sandbox_python(), "-c", HARNESS, "/task/scripts", "/task/env", channel],
+            mounts=mounts,
             cwd="/task/scripts",
             limits=Limits(memory_mb=max(memory, 2048) * 2),
+            **options,
         )
+        if write_end is not None:
+            os.close(write_end)
+            write_end = None
+            os.set_blocking(read_end, False)
         result = run_process(proc, timeout=settings.BENCH_EVAL_TIMEOUT_S, keep_bytes=8000, tick=tick)
         log = (result.stdout + result.stderr).strip()
         if result.timed_out:
             return EvalResult(None, f"eval.py did not finish within {settings.BENCH_EVAL_TIMEOUT_S} s", log, 0)
-        path = out / "result.json"
-        if not path.exists():
+        data = _read_result(read_end, scratch / "out" / "result.json")
+        if not data:
             return EvalResult(
                 None, f"the evaluation process exited with code {result.exit_code} before scoring", log, 0
             )
-        data = json.loads(path.read_text())
-        score = data.get("score")
-        if score is not None and not math.isfinite(score):
-            score = None
-        return EvalResult(score, data.get("error", ""), log, result.duration_s)
+        score, error = result_parse(data)
+        return EvalResult(score, error, log, result.duration_s)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        for fd in (read_end, write_end):
+            if fd is not None:
+                os.close(fd)
+        remove_tree(scratch)
+
+
+def _read_result(read_end: int | None, path: Path) -> bytes:
+    if read_end is not None:
+        try:
+            return os.read(read_end, RESULT_LIMIT)
+        except BlockingIOError:
+            return b""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.read(fd, RESULT_LIMIT)
+    finally:
+        os.close(fd)
 
 
 def step_score(*, step_id: int) -> float | None:

@@ -31,6 +31,7 @@ from .models import LLMCall, Run, Step
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .protocol import AgentChannel, AgentExited, BadMessage
 from .sandbox import Limits, Mount, SandboxError, get_sandbox, sandbox_python
+from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import HeadTail, Interrupted
 from .snapshots import BlobStore, manifest_restore
 
@@ -236,8 +237,10 @@ class RunSession:
         self.dir.mkdir(parents=True, exist_ok=True)
         last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
         manifest = self.store.manifest_load(last) if last else prepared.env_manifest
-        link = set(prepared.read_only_files) if self.sandbox.isolates else set()
+        read_only = set(prepared.read_only_files)
+        link = read_only if self.sandbox.protects_links else set()
         self.snapshotter = manifest_restore(manifest, self.workspace, self.store, link=link)
+        writable_for_sandbox(self.workspace, read_only=read_only)
         if not self.run.initial_snapshot:
             self.run.initial_snapshot = prepared.env_manifest_sha
             Run.objects.filter(pk=self.run.pk).update(initial_snapshot=prepared.env_manifest_sha)

@@ -16,6 +16,7 @@ from task_bank.models import TaskVersion
 from task_bank.package import is_read_only, iter_files
 
 from .sandbox import Limits, Mount, Sandbox, get_sandbox, sandbox_python
+from .sandbox.identity import owned_by_root, writable_for_sandbox
 from .sandbox.process import run_process
 from .snapshots import BlobStore, Manifest
 
@@ -97,7 +98,11 @@ def task_version_prepare(version: TaskVersion, *, sandbox: Sandbox | None = None
             try:
                 shutil.copytree(version.package_path, work, dirs_exist_ok=True)
                 (work / "env").mkdir(exist_ok=True)
-                log = _run_prepare(work, version, sandbox) if (work / "scripts" / "prepare.py").is_file() else ""
+                log = ""
+                if (work / "scripts" / "prepare.py").is_file():
+                    writable_for_sandbox(work, sticky=False)
+                    log = _run_prepare(work, version, sandbox)
+                    owned_by_root(work)  # what prepare.py made becomes shared, read-only task data
                 manifest: Manifest = {}
                 for rel, path in iter_files(work / "env"):
                     if path.is_symlink():

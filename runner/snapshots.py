@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,3 +156,14 @@ def manifest_diff(before: Manifest, after: Manifest) -> dict[str, list[str]]:
     removed = sorted(set(before) - set(after))
     changed = sorted(p for p in set(before) & set(after) if before[p][0] != after[p][0])
     return {"added": added, "removed": removed, "changed": changed}
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder whatever a sandboxed process left in it (links, deep nesting, odd permissions)."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        shutil.rmtree(path)
+    except (OSError, RecursionError):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False, timeout=600)

@@ -58,10 +58,9 @@ def workspace_guard(env: Environment):
 
 
 def execute_script(env: Environment, script_name: str) -> ActionOutcome:
-    path = env.resolve(script_name)
-    if not path.is_file():
+    rel = env.name(script_name)
+    if env.kind(script_name) != "file":
         raise EnvError(f"The file {script_name} does not exist.")
-    rel = env.relative(path)
     proc = env.sandbox.popen(
         [env.python, "-u", rel], mounts=env.mounts(), cwd=WORKSPACE, env=env.sandbox_env(), limits=env.limits
     )

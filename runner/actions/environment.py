@@ -6,8 +6,6 @@ code actions run in the sandbox. It knows nothing of the database: the run servi
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +14,9 @@ from pathlib import Path
 from task_bank.package import is_read_only
 
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
+from ..sandbox.identity import sandbox_ids
 from ..sandbox.process import HeadTail
+from . import fs
 from .catalogue import BY_NAME, ActionSpec, usage_text
 
 
@@ -84,8 +84,7 @@ class Environment:
         return observation
 
     def low_read_or_empty(self, file_name: str) -> str:
-        path = self.resolve(file_name)
-        return self.low("Read File", {"file_name": file_name}) if path.exists() else ""
+        return self.low("Read File", {"file_name": file_name}) if self.kind(file_name) != "missing" else ""
 
     def ask(self, prompt: str, purpose: str) -> str:
         if self.llm is None:
@@ -105,14 +104,8 @@ class Environment:
 
     def workspace_size_mb(self) -> float:
         """Size of what the agent put in the workspace (the task's read-only files do not count)."""
-        total = 0
-        skip = {str(self.workspace / rel) for rel in self.read_only_files}
-        for dirpath, _dirs, filenames in os.walk(self.workspace):
-            for name in filenames:
-                path = os.path.join(dirpath, name)
-                if path not in skip:
-                    with contextlib.suppress(OSError):
-                        total += os.lstat(path).st_size
+        skip = set(self.read_only_files)
+        total = sum(entry.size for entry in fs.walk_files(self.workspace) if entry.rel not in skip)
         return total / (1024 * 1024)
 
     @property
@@ -120,25 +113,30 @@ class Environment:
         return [name for name in BY_NAME if name in self.handlers]
 
     # -- paths ---------------------------------------------------------------------------------------------
-    def resolve(self, rel: str, *, must_exist: bool = False) -> Path:
-        """A path inside the workspace, or EnvError: no absolute paths, no '..' or symlinks leading out."""
+    def name(self, rel: str) -> str:
+        """The normalised relative path of a file in the workspace ("." for the workspace itself), or EnvError.
+        Only names are checked here; every operation then walks the path without following links (fs)."""
         if not isinstance(rel, str) or rel.strip() == "":
             raise EnvError("the file name is empty; give a path relative to the current directory")
-        if rel.startswith(("/", "~")):
-            raise EnvError(f"cannot access file {rel} because it is not in the work directory.")
-        root = self.workspace.resolve()
-        path = (root / rel).resolve()
-        if path != root and not path.is_relative_to(root):
-            raise EnvError(f"cannot access file {rel} because it is not in the work directory.")
-        if must_exist and not path.exists():
-            raise EnvError(f"the file {rel} does not exist.")
-        return path
+        try:
+            parts = fs.split(rel)
+        except fs.UnsafePath as exc:
+            if "absolute" in str(exc) or "'..'" in str(exc):
+                raise EnvError(f"cannot access file {rel} because it is not in the work directory.") from None
+            raise EnvError(f"cannot access file {rel!r}: {exc}") from None
+        return "/".join(parts) or "."
 
-    def relative(self, path: Path) -> str:
-        return path.relative_to(self.workspace.resolve()).as_posix() or "."
+    def kind(self, rel: str) -> str:
+        """'file', 'dir', 'missing', or 'other' (a link or special file) for a workspace path."""
+        return fs.kind(self.workspace, self.name(rel))
 
-    def check_writable(self, rel: str, path: Path) -> None:
-        name = self.relative(path)
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        """Files the environment writes belong to the sandbox user, like the agent's own files."""
+        return sandbox_ids()
+
+    def check_writable(self, rel: str, name: str | None = None) -> None:
+        name = name or self.name(rel)
         if is_read_only(name, self.read_only_patterns) or name in self.read_only_files:
             raise EnvError(f"cannot write file {rel} because it is a read-only file.")
 
@@ -219,6 +217,11 @@ class Environment:
                 outcome = result if isinstance(result, ActionOutcome) else ActionOutcome(result)
             except EnvError as exc:
                 outcome = ActionOutcome(f"EnvError: {exc}", error=True)
+            except fs.UnsafePath as exc:
+                outcome = ActionOutcome(f"EnvError: the action cannot be done on that path: {exc}.", error=True)
+            except (OSError, ValueError, UnicodeError) as exc:
+                # Whatever the agent's input or its files made fail is the agent's to see, not a crash.
+                outcome = ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
         outcome.observation, outcome.full_observation = self.bound(outcome.observation)
         outcome.detail.setdefault("duration_s", round(time.monotonic() - started, 3))
         outcome.low_level = outcome.low_level or self.low_level

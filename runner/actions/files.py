@@ -1,121 +1,123 @@
-"""File actions: they act on the workspace directly (trusted code), inside its boundary only."""
+"""File actions: they act on the workspace directly (trusted code), through fs, which never follows a link."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from pathlib import Path
 
+from . import fs
 from .environment import EnvError, Environment
 
 BACKUP_DIR = "backup"
 MAX_READ_BYTES = 5 * 1024 * 1024
+MAX_COPY_BYTES = 2 * 1024 * 1024 * 1024
 MAX_INSPECT_LINES = 100
 
 
-def _read_text(path: Path, rel: str) -> str:
-    if path.is_dir():
-        raise EnvError(f"cannot read file {rel} because it is a directory.")
-    if not path.is_file():
-        raise EnvError(f"cannot read file {rel}: it does not exist.")
-    size = path.stat().st_size
-    if size > MAX_READ_BYTES:
+def _read_text(env: Environment, name: str, shown: str) -> str:
+    kind = fs.kind(env.workspace, name)
+    if kind == "dir":
+        raise EnvError(f"cannot read file {shown} because it is a directory.")
+    if kind == "missing":
+        raise EnvError(f"cannot read file {shown}: it does not exist.")
+    if kind == "other":
+        raise EnvError(f"cannot access file {shown} because it is not in the work directory.")
+    try:
+        data = fs.read_bytes(env.workspace, name, limit=MAX_READ_BYTES)
+    except OverflowError as exc:
         raise EnvError(
-            f"cannot read file {rel}: it is {size} bytes, over the {MAX_READ_BYTES} byte limit; "
+            f"cannot read file {shown}: it is {exc.args[0]} bytes, over the {MAX_READ_BYTES} byte limit; "
             "use Inspect Script Lines or a script to look at parts of it."
-        )
-    data = path.read_bytes()
+        ) from None
     if b"\0" in data[:8192]:
-        raise EnvError(f"cannot read file {rel}: it is a binary file ({size} bytes).")
+        raise EnvError(f"cannot read file {shown}: it is a binary file ({len(data)} bytes).")
     return data.decode("utf-8", errors="replace")
 
 
-def _backup(env: Environment, path: Path) -> None:
+def _backup(env: Environment, name: str) -> None:
     """Keep the previous version of a file so Undo Edit Script can restore it (as MLAgentBench does)."""
-    if not path.is_file():
+    if fs.kind(env.workspace, name) != "file":
         return
-    rel = env.relative(path)
-    backup_dir = env.workspace / BACKUP_DIR
-    backup_dir.mkdir(exist_ok=True)
+    data = fs.read_bytes(env.workspace, name, limit=MAX_COPY_BYTES)
     stamp = time.strftime("%Y-%m-%dT%H-%M-%S") + f"-{time.monotonic_ns() % 10**9:09d}"
-    shutil.copyfile(path, backup_dir / f"{rel.replace('/', '__')}_{stamp}")
+    fs.write_bytes(env.workspace, f"{BACKUP_DIR}/{name.replace('/', '__')}_{stamp}", data)
 
 
-def _write(env: Environment, file_name: str, content: str, mode: str) -> str:
-    path = env.resolve(file_name)
-    env.check_writable(file_name, path)
-    if path.is_dir():
-        raise EnvError(f"cannot write file {file_name} because it is a directory.")
-    if env.relative(path).split("/")[0] == BACKUP_DIR:
+def _writable(env: Environment, file_name: str) -> str:
+    name = env.name(file_name)
+    env.check_writable(file_name, name)
+    if name.split("/")[0] == BACKUP_DIR:
         raise EnvError(f"cannot write file {file_name}: the {BACKUP_DIR}/ folder is kept by the environment.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _backup(env, path)
-    with open(path, mode, encoding="utf-8") as fh:
-        fh.write(content)
-    return file_name
+    kind = fs.kind(env.workspace, name)
+    if kind == "dir":
+        raise EnvError(f"cannot write file {file_name} because it is a directory.")
+    if kind == "other":
+        raise EnvError(f"cannot write file {file_name} because it is a link or a special file.")
+    return name
 
 
 def list_files(env: Environment, dir_path: str) -> str:
-    path = env.resolve(dir_path or ".")
-    if not path.is_dir():
+    name = env.name(dir_path or ".")
+    if fs.kind(env.workspace, name) != "dir":
         raise EnvError(f"Cannot list file in the {dir_path} directory")
-    entries = []
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
-        if entry.name == "__pycache__":
-            continue
-        entries.append(entry.name + ("/" if entry.is_dir(follow_symlinks=False) else ""))
+    entries = [n + ("/" if is_dir else "") for n, is_dir in fs.list_dir(env.workspace, name) if n != "__pycache__"]
     return "\n".join(entries) + ("\n" if entries else "")
 
 
 def read_file(env: Environment, file_name: str) -> str:
-    return _read_text(env.resolve(file_name), file_name)
+    return _read_text(env, env.name(file_name), file_name)
 
 
 def write_file(env: Environment, file_name: str, content: str) -> str:
-    _write(env, file_name, content, "w")
+    name = _writable(env, file_name)
+    _backup(env, name)
+    fs.write_bytes(env.workspace, name, content.encode("utf-8"), owner=env.owner)
     return f"File {file_name} written successfully."
 
 
 def append_file(env: Environment, file_name: str, content: str) -> str:
-    _write(env, file_name, content, "a")
+    name = _writable(env, file_name)
+    _backup(env, name)
+    fs.write_bytes(env.workspace, name, content.encode("utf-8"), append=True, owner=env.owner)
     return f"File {file_name} appended successfully."
 
 
 def copy_file(env: Environment, source: str, destination: str) -> str:
-    src = env.resolve(source)
-    dst = env.resolve(destination)
-    if not src.is_file():
-        raise EnvError(
-            f"File {source} copy to {destination} failed. Check whether the source and destinations are valid."
-        )
-    env.check_writable(destination, dst)
-    if dst.is_dir():
-        dst = dst / src.name
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    failed = f"File {source} copy to {destination} failed. Check whether the source and destinations are valid."
+    src = env.name(source)
+    if fs.kind(env.workspace, src) != "file":
+        raise EnvError(failed)
+    if fs.kind(env.workspace, env.name(destination)) == "dir":
+        raise EnvError(f"{failed} The destination is a folder: give the new file's name.")
+    dst = _writable(env, destination)
+    try:
+        data = fs.read_bytes(env.workspace, src, limit=MAX_COPY_BYTES)
+    except OverflowError:
+        raise EnvError(f"{failed} The source is over {MAX_COPY_BYTES} bytes.") from None
     _backup(env, dst)
-    shutil.copyfile(src, dst)
+    fs.write_bytes(env.workspace, dst, data, owner=env.owner)
     return f"File {source} copied to {destination}"
 
 
 def undo_edit_script(env: Environment, script_name: str) -> str:
-    path = env.resolve(script_name)
-    env.check_writable(script_name, path)
-    rel = env.relative(path)
-    backup_dir = env.workspace / BACKUP_DIR
-    prefix = f"{rel.replace('/', '__')}_"
-    backups = sorted(p for p in backup_dir.glob(f"{prefix}*")) if backup_dir.is_dir() else []
+    name = env.name(script_name)
+    env.check_writable(script_name, name)
+    prefix = f"{name.replace('/', '__')}_"
+    backups = []
+    if fs.kind(env.workspace, BACKUP_DIR) == "dir":
+        backups = sorted(
+            n for n, is_dir in fs.list_dir(env.workspace, BACKUP_DIR) if not is_dir and n.startswith(prefix)
+        )
     if not backups:
         raise EnvError("There is no change to undo.")
-    latest = backups[-1]
-    shutil.copyfile(latest, path)
-    latest.unlink()
-    return f"Content of {script_name} after undo the most recent edit:\n" + _read_text(path, script_name)
+    latest = f"{BACKUP_DIR}/{backups[-1]}"
+    data = fs.read_bytes(env.workspace, latest, limit=MAX_COPY_BYTES)
+    fs.write_bytes(env.workspace, _writable(env, script_name), data, owner=env.owner)
+    fs.unlink(env.workspace, latest)
+    return f"Content of {script_name} after undo the most recent edit:\n" + _read_text(env, name, script_name)
 
 
 def inspect_script_lines(env: Environment, script_name: str, start_line_number: int, end_line_number: int) -> str:
-    path = env.resolve(script_name)
-    lines = _read_text(path, script_name).split("\n")
+    lines = _read_text(env, env.name(script_name), script_name).split("\n")
     start = max(start_line_number, 1)
     end = min(end_line_number, len(lines))
     if end < start:

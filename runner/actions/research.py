@@ -15,9 +15,7 @@ CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
 def _log_text(env: Environment) -> str:
-    if not (env.workspace / RESEARCH_LOG).is_file():
-        return ""
-    return env.low("Read File", {"file_name": RESEARCH_LOG})
+    return env.low_read_or_empty(RESEARCH_LOG)
 
 
 def append_summary_to_research_log(env: Environment, content: str) -> str:
@@ -59,7 +57,7 @@ def understand_file(env: Environment, file_name: str, things_to_look_for: str) -
 def _edit(
     env: Environment, script_name: str, save_name: str, before: str, segment: str, after: str, instruction: str
 ) -> str:
-    env.check_writable(save_name, env.resolve(save_name))
+    env.check_writable(save_name)
     prompt = (
         f"Given this python script:\n```python\n{segment}\n```\n"
         f"Edit the script by following the instruction:\n{instruction}\n"

@@ -74,6 +74,16 @@ class Sandbox(ABC):
     name: str = ""
     #: False for backends that do not isolate (development only): they refuse untrusted agents.
     isolates: bool = True
+    #: Whether popen can hand extra file descriptors to the process (pass_fds).
+    passes_fds: bool = True
+
+    @property
+    def protects_links(self) -> bool:
+        """Whether sandboxed code runs as a user that cannot change root's read-only files, so a workspace may
+        hard-link the task's read-only data to shared blobs instead of copying it."""
+        from .identity import links_are_safe
+
+        return self.isolates and links_are_safe()
 
     @abstractmethod
     def popen(
@@ -88,6 +98,7 @@ class Sandbox(ABC):
         stdin: int | None = subprocess.DEVNULL,
         stdout: int | None = subprocess.PIPE,
         stderr: int | None = subprocess.PIPE,
+        pass_fds: Sequence[int] = (),
     ) -> subprocess.Popen:
         """Start argv inside the sandbox, in a new session (so the whole group can be killed)."""
 

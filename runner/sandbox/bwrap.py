@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .base import Limits, Mount, Sandbox, SandboxError, host_python_paths
+from .identity import sandbox_ids
 
 # The read-only system: enough to run Python and its native libraries, nothing of the host's data.
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc"]
@@ -24,6 +25,13 @@ class BwrapSandbox(Sandbox):
             raise SandboxError("BENCH_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
         self.python = python
         self.python_dirs = host_python_paths(python)
+        self.ids = sandbox_ids()
+        self.setpriv = shutil.which("setpriv")
+        if self.ids is not None and not self.setpriv:
+            raise SandboxError(
+                "the worker runs as root, so sandboxed code must drop to an unprivileged user, which needs "
+                "setpriv (util-linux); install util-linux or run the worker as an unprivileged user"
+            )
 
     def command(
         self,
@@ -35,17 +43,18 @@ class BwrapSandbox(Sandbox):
         network: bool,
         tmp_mb: int = 1024,
     ) -> list[str]:
-        cmd = [
-            self.bwrap,
-            "--die-with-parent",
-            "--new-session",
-            "--unshare-all",
-            "--as-pid-1",
-            "--hostname",
-            "sandbox",
-        ]
-        if network:
-            cmd.append("--share-net")
+        cmd = [self.bwrap, "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
+        if self.ids is not None:
+            # As root: namespaces without a user namespace, then setpriv drops to the sandbox user with no
+            # capabilities (below), so the code is an ordinary unprivileged process on the host.
+            cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+            if not network:
+                cmd.append("--unshare-net")
+        else:
+            # As an unprivileged worker: a user namespace, with every capability dropped inside it.
+            cmd += ["--unshare-all", "--cap-drop", "ALL"]
+            if network:
+                cmd.append("--share-net")
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
                 cmd += ["--symlink", os.readlink(path), path]
@@ -56,16 +65,26 @@ class BwrapSandbox(Sandbox):
                 cmd += ["--tmpfs", path]
             elif os.path.exists(path):
                 cmd += ["--ro-bind", "/dev/null", path]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        cmd += ["--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
         cmd += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
-        # After the private /tmp: an interpreter installed under /tmp (a CI checkout) stays visible.
+        # After the private /tmp: an interpreter installed under /tmp (a CI checkout) stays visible. Folders
+        # above it (such as root's home) are made traversable: the sandbox user must reach the interpreter.
+        made: set[Path] = set()
         for path in self.python_dirs:
+            cmd += _parents(path, made)
             cmd += ["--ro-bind", str(path), str(path)]
         for mount in mounts:
+            cmd += _parents(Path(mount.target), made)
             cmd += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         cmd += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             cmd += ["--setenv", key, value]
+        if self.ids is not None:
+            uid, gid = self.ids
+            drop = [self.setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
+            drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+            return [*cmd, "--", *drop, *argv]
         return [*cmd, "--", *argv]
 
     def popen(
@@ -80,6 +99,7 @@ class BwrapSandbox(Sandbox):
         stdin: int | None = subprocess.DEVNULL,
         stdout: int | None = subprocess.PIPE,
         stderr: int | None = subprocess.PIPE,
+        pass_fds: Sequence[int] = (),
     ) -> subprocess.Popen:
         full_env = self.environment(env, str(Path(self.python).parent))
         limits = limits or Limits()
@@ -92,4 +112,22 @@ class BwrapSandbox(Sandbox):
             stdout=stdout,
             stderr=stderr,
             env={"PATH": "/usr/bin:/bin"},
+            pass_fds=tuple(pass_fds),
         )
+
+
+def _is_bound(path: Path) -> bool:
+    """Folders already provided by the read-only system binds (creating them again would fail)."""
+    return any(path == Path(d) or Path(d) in path.parents for d in SYSTEM_DIRS)
+
+
+def _parents(path: Path, made: set[Path]) -> list[str]:
+    """Create the folders above a mount point as 0755 (bwrap would otherwise copy restrictive modes such as
+    root's home, and the sandbox user could not reach the mount)."""
+    args = []
+    for parent in reversed(path.parents):
+        if str(parent) in ("/", "/tmp") or parent in made or _is_bound(parent):
+            continue
+        args += ["--perms", "0755", "--dir", str(parent)]
+        made.add(parent)
+    return args

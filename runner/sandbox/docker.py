@@ -137,6 +137,12 @@ class DockerProcess:
 
 class DockerSandbox(Sandbox):
     name = "docker"
+    passes_fds = False
+
+    @property
+    def protects_links(self) -> bool:
+        user = settings.BENCH_DOCKER_USER.split(":")[0]
+        return bool(user) and user not in ("0", "root")
 
     def __init__(self, client: Any, image: str) -> None:
         self.client = client
@@ -223,7 +229,10 @@ class DockerSandbox(Sandbox):
         stdin: int | None = None,
         stdout: int | None = None,
         stderr: int | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> DockerProcess:
+        if pass_fds:
+            raise SandboxError("the docker sandbox cannot hand file descriptors to a container")
         full_env = self.environment(env, "/usr/local/bin")
         spec = self.container_spec(
             argv, mounts=mounts, cwd=cwd, env=full_env, limits=limits or Limits(), network=network

@@ -38,6 +38,7 @@ class LocalSandbox(Sandbox):
         stdin: int | None = subprocess.DEVNULL,
         stdout: int | None = subprocess.PIPE,
         stderr: int | None = subprocess.PIPE,
+        pass_fds: Sequence[int] = (),
     ) -> subprocess.Popen:
         full_env = self.environment(env, str(Path(self.python).parent))
         translated_env = {k: self.translate(v, mounts) for k, v in full_env.items()}
@@ -51,4 +52,5 @@ class LocalSandbox(Sandbox):
             stdout=stdout,
             stderr=stderr,
             env=translated_env,
+            pass_fds=tuple(pass_fds),
         )

@@ -2,6 +2,7 @@ import pytest
 
 from runner.actions import Environment
 from runner.sandbox import get_sandbox, sandbox_python
+from runner.sandbox.identity import writable_for_sandbox
 
 
 @pytest.fixture
@@ -14,6 +15,10 @@ def make_env(tmp_path):
         for rel, text in (files or {}).items():
             (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
             (workspace / rel).write_text(text)
+        read_only = set(kwargs.get("read_only_files", []))
+        for rel in read_only:
+            (workspace / rel).chmod(0o444)
+        writable_for_sandbox(workspace, read_only=read_only)
         return Environment(workspace=workspace, sandbox=get_sandbox(sandbox), python=sandbox_python(), **kwargs)
 
     return make
