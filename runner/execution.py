@@ -7,7 +7,6 @@ longer owns a run (a reaper re-queued it, an admin cancelled it) stops without w
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import time
 import traceback
@@ -33,7 +32,8 @@ from .protocol import AgentChannel, AgentExited, BadMessage
 from .sandbox import Limits, Mount, SandboxError, get_sandbox, sandbox_python
 from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import HeadTail, Interrupted
-from .snapshots import BlobStore, manifest_restore
+from .snapshots import BlobStore, manifest_restore, remove_tree
+from .text import db_json, db_text
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +73,15 @@ def run_claim(run_id: int, *, worker: str = "") -> Run | None:
     return run
 
 
-def run_execute(run_id: int, *, worker: str = "") -> Run | None:
-    """Execute a queued run to its end. Returns the finished run, or None if it was not ours to run."""
+def run_execute(run_id: int, *, worker: str = "", parent: RunSession | None = None) -> Run | None:
+    """Execute a queued run to its end. Returns the finished run, or None if it was not ours to run.
+
+    parent: the run waiting for this one (a benchmark run validating its task first); it keeps beating."""
     run = run_claim(run_id, worker=worker)
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return None
-    RunSession(run).execute()
+    RunSession(run, parent=parent).execute()
     return Run.objects.get(pk=run_id)
 
 
@@ -88,13 +90,15 @@ def runs_dir(run: Run) -> Path:
 
 
 class RunSession:
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, *, parent: RunSession | None = None) -> None:
         self.run = run
+        self.parent = parent
         self.version: TaskVersion = run.task_version
         self.attempt = run.attempt
         self.store = BlobStore()
         self.dir = runs_dir(run)
-        self.workspace = self.dir / "workspace"
+        # Each attempt has its own folder: an old attempt that finds out late it lost the run removes only its own.
+        self.workspace = self.dir / f"workspace-{self.attempt}"
         started = run.started_at or timezone.now()
         elapsed = (timezone.now() - started).total_seconds()
         self.deadline = time.monotonic() + max(run.max_time_s - elapsed, 0)
@@ -109,8 +113,19 @@ class RunSession:
         self.current_started: datetime | None = None
 
     # -- ticking: heartbeat, cancel, limits, live output ---------------------------------------------------
+    def beat(self) -> None:
+        """Tell the reaper this run's worker is alive (a run waiting for a nested validation run)."""
+        now = time.monotonic()
+        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S:
+            self._last_beat = now
+            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(heartbeat_at=timezone.now())
+        if self.parent is not None:
+            self.parent.beat()
+
     def tick(self) -> None:
         now = time.monotonic()
+        if self.parent is not None:
+            self.parent.beat()
         if now - self._last_check >= 1.0:
             self._last_check = now
             row = Run.objects.filter(pk=self.run.pk).values("status", "attempt", "cancel_requested_at").first()
@@ -124,7 +139,7 @@ class RunSession:
             self._last_beat = self._last_live = now
             fields = {"heartbeat_at": timezone.now()}
             if self.live_dirty:
-                fields["live_output"] = self.live.text()
+                fields["live_output"] = db_text(self.live.text())
                 self.live_dirty = False
             Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(**fields)
 
@@ -146,10 +161,11 @@ class RunSession:
             self.sandbox = get_sandbox(self.run.sandbox or None)
             if self.run.purpose == Run.Purpose.BENCHMARK:
                 self.ensure_validated()
-            prepared = task_version_prepare(self.version, sandbox=self.sandbox)
+            prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick)
             self.layout(prepared)
             self.transition(Run.Status.PREPARING, Run.Status.RUNNING)
             ending = self.converse(prepared)
+            self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
             final_sha, manifest = self.snapshotter.take()
             Run.objects.filter(pk=self.run.pk).update(final_snapshot=final_sha)
             result = None
@@ -181,7 +197,7 @@ class RunSession:
                 self.environment.close()
             if self.channel is not None:
                 self.channel.close()
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            remove_tree(self.workspace)
 
     def interrupted_ending(self, reason: str) -> Ending:
         if reason == "cancelled":
@@ -208,7 +224,9 @@ class RunSession:
                     )
                 )
             if version.status == TaskVersion.Status.PENDING:
-                validation = task_version_validate_queue(version=version, enqueue=False)
+                # Queued as well as run here: if this worker dies first, another one picks the message up;
+                # whoever claims it first runs it, the other finds it taken.
+                validation = task_version_validate_queue(version=version, enqueue=True)
                 if validation is not None:
                     log.info(
                         "run %s: validating task version %s first (run %s)",
@@ -216,7 +234,7 @@ class RunSession:
                         version,
                         validation.pk,
                     )
-                    run_execute(validation.pk, worker=self.run.worker)
+                    run_execute(validation.pk, worker=self.run.worker, parent=self)
                 continue
             if time.monotonic() > waited_until:
                 raise RunAborted(
@@ -232,8 +250,7 @@ class RunSession:
 
     def layout(self, prepared: PreparedTask) -> None:
         """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked."""
-        if self.workspace.exists():
-            shutil.rmtree(self.workspace)
+        remove_tree(self.workspace)
         self.dir.mkdir(parents=True, exist_ok=True)
         last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
         manifest = self.store.manifest_load(last) if last else prepared.env_manifest
@@ -250,7 +267,11 @@ class RunSession:
             sandbox=self.sandbox,
             read_only_patterns=list(self.version.read_only_patterns),
             read_only_files=prepared.read_only_files,
-            limits=Limits(memory_mb=int(resources.get("memory_mb", 4096)) * 2),
+            limits=Limits(
+                memory_mb=int(resources.get("memory_mb", 4096)) * 2,
+                cpus=float(resources.get("cpus", 1)),
+                gpus=int(resources.get("gpus", 0)),
+            ),
             action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
             observation_limit=settings.BENCH_OBSERVATION_LIMIT,
             on_output=self.on_output,
@@ -339,7 +360,7 @@ class RunSession:
 
     def converse(self, prepared: PreparedTask) -> Ending:
         self.channel = channel = self.start_agent()
-        channel.send(self.start_message())
+        channel.send(self.start_message(), tick=self.tick)
         bad_in_a_row = 0
         try:
             if self.step_index >= self.run.max_steps:
@@ -373,7 +394,7 @@ class RunSession:
                     continue
                 bad_in_a_row = 0
                 if message["type"] == "llm":
-                    channel.send(self.complete(message))
+                    channel.send(self.complete(message), tick=self.tick)
                     continue
                 outcome = self.act(message)
                 answer = {
@@ -383,7 +404,7 @@ class RunSession:
                     "error": outcome.error,
                     "done": outcome.final,
                 }
-                channel.send(answer)
+                channel.send(answer, tick=self.tick)
                 if outcome.final:
                     channel.finish(grace_s=FINAL_ANSWER_GRACE_S)
                     return Ending(Run.Status.FINISHED)
@@ -427,12 +448,12 @@ class RunSession:
         self.current_input = message.get("input", {})
         self.current_entries = message.get("entries") or {}
         self.current_started = timezone.now()
-        Run.objects.filter(pk=self.run.pk).update(live_action=self.current_action, live_output="")
+        Run.objects.filter(pk=self.run.pk).update(live_action=db_text(self.current_action), live_output="")
         outcome = self.environment.execute(message["action"], self.current_input)
         self.record(self.current_action, self.current_input, self.current_entries, outcome)
         if outcome.final:
             answer = self.current_input.get("final_answer", "") if isinstance(self.current_input, dict) else ""
-            Run.objects.filter(pk=self.run.pk).update(final_answer=str(answer)[:20_000])
+            Run.objects.filter(pk=self.run.pk).update(final_answer=db_text(str(answer)[:20_000]))
         return outcome
 
     def complete(self, message: dict) -> dict:
@@ -449,17 +470,17 @@ class RunSession:
             step = Step.objects.create(
                 run=self.run,
                 index=self.step_index,
-                action=action[:100],
-                action_input=_bounded_input(action_input, self.store),
-                entries=_clean_entries(entries),
-                observation=outcome.observation,
+                action=db_text(action[:100]),
+                action_input=db_json(_bounded_input(action_input, self.store)),
+                entries=db_json(_clean_entries(entries)),
+                observation=db_text(outcome.observation),
                 observation_blob=full,
                 is_error=outcome.error,
                 started_at=started,
                 duration_s=(timezone.now() - started).total_seconds(),
                 snapshot=snapshot,
-                low_level=outcome.low_level,
-                detail=outcome.detail,
+                low_level=db_json(outcome.low_level),
+                detail=db_json(outcome.detail),
             )
             calls = LLMCall.objects.filter(run=self.run, step__isnull=True, step_index=self.step_index)
             usage = calls.aggregate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost"))
@@ -483,12 +504,26 @@ class RunSession:
 
     # -- the end -------------------------------------------------------------------------------------------
     def finish(self, ending: Ending, result: EvalResult | None) -> None:
+        """Record how the run ended. If that fails, the run is still ended (as an infrastructure failure)
+        rather than left live for the reaper to run again."""
+        try:
+            self._finish(ending, result)
+        except Exception as exc:
+            log.exception("run %s: could not record its end", self.run.pk)
+            Run.objects.filter(pk=self.run.pk, status__in=Run.LIVE, attempt=self.attempt).update(
+                status=Run.Status.FAILED,
+                failure_kind=Run.FailureKind.INFRASTRUCTURE,
+                error=db_text(f"the run ended ({ending.status}) but recording it failed: {exc}"[:4000]),
+                finished_at=timezone.now(),
+            )
+
+    def _finish(self, ending: Ending, result: EvalResult | None) -> None:
         now = timezone.now()
         run = Run.objects.select_related("task_version").get(pk=self.run.pk)
         fields = {
             "status": ending.status,
             "failure_kind": ending.failure_kind,
-            "error": ending.error,
+            "error": db_text(ending.error),
             "finished_at": now,
             "wall_seconds": (now - (run.started_at or now)).total_seconds(),
             "live_action": "",
@@ -496,12 +531,12 @@ class RunSession:
         }
         if self.channel is not None:
             self.channel.finish()
-            fields["stderr_tail"] = self.channel.stderr_tail.text()
+            fields["stderr_tail"] = db_text(self.channel.stderr_tail.text())
             fields["cpu_seconds"] = run.cpu_seconds + self.channel.cpu_seconds
             fields["peak_memory_mb"] = max(run.peak_memory_mb, self.channel.max_rss_mb)
         if result is not None:
             fields["final_score"] = result.score
-            fields["eval_error"] = (result.error + ("\n" + result.log if result.log else ""))[-8000:]
+            fields["eval_error"] = db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
             if result.score is None and not result.error:
                 fields["eval_error"] = "evaluation produced no score"
         with transaction.atomic():
@@ -564,7 +599,7 @@ def _validation_record(
         )
         if failed_script is not None:
             reason += f"\n\nThe starter script failed:\n{failed_script.observation[-4000:]}"
-        version.validation_log = f"the baseline run did not produce a score: {reason}"[-8000:]
+        version.validation_log = db_text(f"the baseline run did not produce a score: {reason}"[-8000:])
     version.save(update_fields=["status", "baseline_score", "baseline_time_s", "validated_at", "validation_log"])
 
 

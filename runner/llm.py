@@ -25,11 +25,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from .models import LLMCall, LLMLease, ModelEndpoint, Run
+from .text import db_json, db_text
 
 log = logging.getLogger(__name__)
 
 ALLOWED_OPTIONS = {"temperature", "max_tokens", "stop", "top_p", "seed"}
 DEFAULT_MAX_TOKENS = 2048
+MAX_COMPLETION_TOKENS = 200_000
 CHARS_PER_TOKEN = 4
 
 
@@ -179,8 +181,7 @@ def complete(
     """Make one completion for a run (or for a connection test when run is None). Raises LLMError."""
     model_name = model if model is not None else (run.model if run else "")
     endpoint = endpoint_for(model_name)
-    options = {k: v for k, v in (options or {}).items() if k in ALLOWED_OPTIONS}
-    options.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+    options = options_check(options or {})
     if not _messages_ok(messages):
         raise LLMError("request", 'messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     if run is not None:
@@ -230,6 +231,29 @@ def complete(
     )
 
 
+def options_check(options: dict) -> dict:
+    """The completion options an agent may set, checked: a bad one is the agent's error, not a crash."""
+    clean = {}
+    for key, value in options.items():
+        if key not in ALLOWED_OPTIONS or value is None:
+            continue
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if key == "max_tokens" and not (whole and 1 <= value <= MAX_COMPLETION_TOKENS):
+            raise LLMError("request", f"max_tokens must be a whole number from 1 to {MAX_COMPLETION_TOKENS}")
+        if key == "seed" and not whole:
+            raise LLMError("request", "seed must be a whole number")
+        if key in ("temperature", "top_p"):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+                raise LLMError("request", f"{key} must be a number from 0 to 2")
+        elif key == "stop" and not (
+            isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        ):
+            raise LLMError("request", "stop must be a string or a list of strings")
+        clean[key] = value
+    clean.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+    return clean
+
+
 def _messages_ok(messages: object) -> bool:
     return isinstance(messages, list) and all(
         isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
@@ -264,16 +288,16 @@ def _record(
         call = LLMCall.objects.create(
             run=run,
             step_index=step_index,
-            purpose=purpose[:60],
+            purpose=db_text(purpose[:60]),
             endpoint=endpoint.name,
             model=endpoint.model_id,
-            messages=messages,
-            completion=text,
+            messages=db_json(messages),
+            completion=db_text(text),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost=cost,
             latency_s=latency,
-            error=error[:4000],
+            error=db_text(error[:4000]),
         )
         Run.objects.filter(pk=run.pk).update(
             tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
@@ -284,11 +308,21 @@ def _record(
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
+    # An agent may use its run's model and its configured fast model, nothing else it finds configured.
+    allowed = {run.model, (run.agent.config or {}).get("fast_model")} - {None, ""}
+    model = message.get("model") or run.model
+    if model not in allowed:
+        return {
+            "type": "error",
+            "message": f"this run may use the model {run.model!r}"
+            + (f" or the agent's fast model {sorted(allowed - {run.model})[0]!r}" if allowed - {run.model} else "")
+            + f", not {model!r}",
+        }
     try:
         result = complete(
             run=run,
             messages=message.get("messages"),
-            model=message.get("model") or run.model,
+            model=model,
             step_index=step_index,
             purpose=str(message.get("purpose", "agent")),
             options=options,

@@ -6,6 +6,8 @@ import fcntl
 import json
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,17 +49,24 @@ def cache_dir(version: TaskVersion) -> Path:
 
 
 @contextmanager
-def _lock(path: Path):
+def _lock(path: Path, *, tick: Callable[[], None] | None = None):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if tick is not None:
+                    tick()
+                time.sleep(0.5)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox) -> str:
+def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox, tick: Callable[[], None] | None) -> str:
     network = version.prepare_needs_network and getattr(settings, "BENCH_ALLOW_PREPARE_NETWORK", False)
     if version.prepare_needs_network and not network:
         raise TaskPreparationError(
@@ -71,7 +80,7 @@ def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox) -> str:
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
         network=network,
     )
-    result = run_process(proc, timeout=settings.BENCH_PREPARE_TIMEOUT_S, keep_bytes=20_000)
+    result = run_process(proc, timeout=settings.BENCH_PREPARE_TIMEOUT_S, keep_bytes=20_000, tick=tick)
     log = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
     if result.timed_out:
         raise TaskPreparationError(
@@ -85,11 +94,15 @@ def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox) -> str:
     return log
 
 
-def task_version_prepare(version: TaskVersion, *, sandbox: Sandbox | None = None) -> PreparedTask:
-    """The prepared task (cached by digest): prepare.py has run and the env files are blobs."""
+def task_version_prepare(
+    version: TaskVersion, *, sandbox: Sandbox | None = None, tick: Callable[[], None] | None = None
+) -> PreparedTask:
+    """The prepared task (cached by digest): prepare.py has run and the env files are blobs.
+
+    tick is called while prepare.py runs or another process holds the preparation lock (heartbeats)."""
     root = cache_dir(version)
     store = BlobStore()
-    with _lock(root.with_suffix(".lock")):
+    with _lock(root.with_suffix(".lock"), tick=tick):
         marker = root / "prepared.json"
         if not marker.exists():
             sandbox = sandbox or get_sandbox()
@@ -101,7 +114,7 @@ def task_version_prepare(version: TaskVersion, *, sandbox: Sandbox | None = None
                 log = ""
                 if (work / "scripts" / "prepare.py").is_file():
                     writable_for_sandbox(work, sticky=False)
-                    log = _run_prepare(work, version, sandbox)
+                    log = _run_prepare(work, version, sandbox, tick)
                     owned_by_root(work)  # what prepare.py made becomes shared, read-only task data
                 manifest: Manifest = {}
                 for rel, path in iter_files(work / "env"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import selectors
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from .sandbox.process import HeadTail, is_running, kill_group, reap
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_PENDING_BYTES = 64 * 1024 * 1024  # written by the agent and not yet answered
 STDERR_LOG_LIMIT = 10 * 1024 * 1024
 
 
@@ -65,6 +67,8 @@ class AgentChannel:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.stdout_fd, selectors.EVENT_READ, "stdout")
         self.selector.register(self.stderr_fd, selectors.EVENT_READ, "stderr")
+        self.stdin_fd = proc.stdin.fileno()
+        os.set_blocking(self.stdin_fd, False)
         self.buffer = bytearray()
         self.stderr_tail = HeadTail(8192)
         self.stderr_log = open(stderr_log, "ab")  # noqa: SIM115 - closed in close()
@@ -73,12 +77,20 @@ class AgentChannel:
         self.cpu_seconds = 0.0
         self.max_rss_mb = 0.0
 
-    def send(self, message: dict) -> None:
-        try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            pass  # the agent has gone; receive() reports how it ended
+    def send(self, message: dict, *, tick: Callable[[], None] | None = None) -> None:
+        """Write one line to the agent without ever blocking on it: while its stdin is full (an agent that
+        does not read), keep reading what it writes and keep ticking (heartbeat, cancel, time limit)."""
+        view = memoryview((json.dumps(message) + "\n").encode())
+        while view:
+            try:
+                view = view[os.write(self.stdin_fd, view) :]
+            except BlockingIOError:
+                select.select([self.stdout_fd, self.stderr_fd], [self.stdin_fd], [], 0.5)
+                self._read_available()
+                if tick is not None:
+                    tick()
+            except (BrokenPipeError, ValueError, OSError):
+                return  # the agent has gone; receive() reports how it ended
 
     def _stderr(self, data: bytes) -> None:
         self.stderr_tail.write(data)
@@ -87,6 +99,20 @@ class AgentChannel:
             self.stderr_log.write(chunk)
             self.stderr_log.flush()
             self.stderr_logged += len(chunk)
+
+    def _read_available(self) -> None:
+        """Take what the agent has written so far (used while a send waits for it to read)."""
+        for fd in (self.stdout_fd, self.stderr_fd):
+            try:
+                data = os.read(fd, 65536)
+            except (BlockingIOError, OSError):
+                continue
+            if fd == self.stdout_fd:
+                self.buffer += data
+                if len(self.buffer) > MAX_PENDING_BYTES:
+                    raise AgentExited(self.finish())
+            else:
+                self._stderr(data)
 
     def _pop_line(self) -> bytes | None:
         newline = self.buffer.find(b"\n")
@@ -123,6 +149,8 @@ class AgentChannel:
                     continue
                 if key.data == "stdout":
                     self.buffer += data
+                    if len(self.buffer) > MAX_PENDING_BYTES:
+                        raise AgentExited(self.finish())
                 else:
                     self._stderr(data)
             tick()

@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+
+from . import fs
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -52,11 +53,22 @@ class BlobStore:
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
         """Store a file; with ``link`` an immutable source is hard-linked instead of copied."""
+        with open(path, "rb") as src:
+            return self._put(src, link_from=path if link else None)
+
+    def put_fd(self, fd: int) -> tuple[str, int]:
+        """Store the content of an open file descriptor (it is closed)."""
+        with os.fdopen(fd, "rb") as src:
+            return self._put(src, link_from=None)
+
+    def _put(self, src, *, link_from: Path | None) -> tuple[str, int]:
+        link = link_from is not None
+        path = link_from
         digest = hashlib.sha256()
         size = 0
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+            with os.fdopen(fd, "wb") as out:
                 for chunk in iter(lambda: src.read(1 << 20), b""):
                     digest.update(chunk)
                     size += len(chunk)
@@ -102,23 +114,22 @@ class Snapshotter:
         self._known[rel] = ((st.st_ino, st.st_size, st.st_mtime_ns), sha)
 
     def take(self) -> tuple[str, Manifest]:
+        """Regular files only (links, FIFOs and sockets are not part of a submission), read through
+        descriptors that never follow a link, so a link swapped in meanwhile cannot pull in outside files."""
         manifest: Manifest = {}
-        for dirpath, dirnames, filenames in os.walk(self.workspace):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                rel = path.relative_to(self.workspace).as_posix()
-                st = os.lstat(path)
-                if not stat.S_ISREG(st.st_mode):
-                    continue  # symlinks, fifos, sockets are not part of a submission
-                key = (st.st_ino, st.st_size, st.st_mtime_ns)
-                known = self._known.get(rel)
-                if known and known[0] == key:
-                    sha = known[1]
-                else:
-                    sha, _ = self.store.put_file(path)
-                    self._known[rel] = (key, sha)
-                manifest[rel] = [sha, st.st_size]
+        for entry in fs.walk_files(self.workspace, skip_dirs=SKIP_DIRS):
+            known = self._known.get(entry.rel)
+            if known and known[0] == entry.key:
+                sha, size = known[1], entry.size
+            else:
+                try:
+                    fd = fs.open_entry(self.workspace, entry.rel)
+                except (OSError, fs.UnsafePath):
+                    continue  # gone or replaced by a link since it was listed
+                key = os.fstat(fd)
+                sha, size = self.store.put_fd(fd)
+                self._known[entry.rel] = ((key.st_ino, key.st_size, key.st_mtime_ns), sha)
+            manifest[entry.rel] = [sha, size]
         for rel in set(self._known) - set(manifest):
             del self._known[rel]
         return self.store.manifest_save(manifest), manifest

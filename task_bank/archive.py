@@ -56,9 +56,15 @@ def archive_extract(zip_path: Path, dest: Path) -> Path:
                 if info.file_size > max_file:
                     raise TaskPackageError(f"{path} is {info.file_size} bytes; a file may be at most {max_file} bytes")
                 target = dest / Path(*path.parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    out_file = open(target, "xb")  # noqa: SIM115 - closed by the with below
+                except (FileExistsError, IsADirectoryError, NotADirectoryError):
+                    raise TaskPackageError(
+                        f"the zip holds {path} twice, or as both a file and a folder; every path must be unique"
+                    ) from None
                 size = 0
-                with archive.open(info) as src, open(target, "wb") as out:
+                with archive.open(info) as src, out_file as out:
                     while chunk := src.read(1 << 20):
                         size += len(chunk)
                         written += len(chunk)

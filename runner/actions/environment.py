@@ -13,10 +13,10 @@ from pathlib import Path
 
 from task_bank.package import is_read_only
 
+from .. import fs
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
 from ..sandbox.identity import sandbox_ids
 from ..sandbox.process import HeadTail
-from . import fs
 from .catalogue import BY_NAME, ActionSpec, usage_text
 
 
@@ -147,12 +147,10 @@ class Environment:
 
     def sandbox_env(self) -> dict[str, str]:
         threads = str(max(1, self.cpus))
-        return {
-            "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
-            "OPENBLAS_NUM_THREADS": threads,
-            "CUDA_VISIBLE_DEVICES": "",
-        }
+        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        if not self.limits.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # a task without GPUs does not see any the host has
+        return env
 
     # -- execution -----------------------------------------------------------------------------------------
     def validate_input(self, spec: ActionSpec, action_input: object) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from . import fs
+from .. import fs
 from .environment import EnvError, Environment
 
 BACKUP_DIR = "backup"

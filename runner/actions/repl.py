@@ -47,6 +47,9 @@ for line in sys.stdin:
 """
 
 
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+
+
 class Repl:
     def __init__(self, env: Environment) -> None:
         self.env = env
@@ -62,6 +65,7 @@ class Repl:
             limits=self.env.limits,
             stdin=subprocess.PIPE,
         )
+        os.set_blocking(self.proc.stdin.fileno(), False)
         os.set_blocking(self.proc.stdout.fileno(), False)
         os.set_blocking(self.proc.stderr.fileno(), False)
         self.buffer.clear()
@@ -74,21 +78,24 @@ class Repl:
                 stream.close()
             self.proc = None
 
+    def _stopped(self, message: str) -> ActionOutcome:
+        self.close()
+        return ActionOutcome(f"EnvError: {message}; the interpreter was stopped and its variables are gone.", True)
+
     def run(self, command: str) -> ActionOutcome:
+        from .code import workspace_guard
+
         restarted = ""
         if self.proc is None or not is_running(self.proc):
             if self.proc is not None:
                 restarted = "(The interpreter had stopped; a new one was started and earlier variables are gone.)\n"
                 self.close()
             self.start()
-        try:
-            self.proc.stdin.write((json.dumps({"command": command}) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.close()
-            return ActionOutcome("EnvError: the Python interpreter could not take the command; try again.", True)
+        pending = memoryview((json.dumps({"command": command}) + "\n").encode())
+        stdin = self.proc.stdin.fileno()
         raw = HeadTail(self.env.observation_limit)
         deadline = time.monotonic() + self.env.action_timeout_s
+        guard = workspace_guard(self.env)
         selector = selectors.DefaultSelector()
         selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
         selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
@@ -97,18 +104,25 @@ class Repl:
             while True:
                 newline = self.buffer.find(b"\n")
                 if newline >= 0:
-                    answer = json.loads(self.buffer[:newline])
+                    try:
+                        answer = json.loads(self.buffer[:newline])
+                        output, error = str(answer["output"]), bool(answer["error"])
+                    except (ValueError, KeyError, TypeError):
+                        return self._stopped("the interpreter's answer was garbled (the command wrote on its channel)")
                     del self.buffer[: newline + 1]
-                    text = restarted + answer["output"] + (raw.text() if raw.total else "")
-                    return ActionOutcome(text, error=bool(answer["error"]))
+                    return ActionOutcome(restarted + output + (raw.text() if raw.total else ""), error=error)
+                if len(self.buffer) > MAX_ANSWER_BYTES:
+                    return self._stopped(f"the command's answer grew over {MAX_ANSWER_BYTES} bytes")
                 if time.monotonic() > deadline:
-                    self.close()
-                    return ActionOutcome(
-                        f"EnvError: the command did not finish within {self.env.action_timeout_s:.0f} s; the "
-                        "interpreter was stopped and its variables are gone.",
-                        error=True,
-                    )
-                for key, _ in selector.select(timeout=0.5):
+                    return self._stopped(f"the command did not finish within {self.env.action_timeout_s:.0f} s")
+                if pending:  # the command is written without blocking: the interpreter may not be reading
+                    try:
+                        pending = pending[os.write(stdin, pending) :]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        return self._stopped("the interpreter could not take the command")
+                for key, _ in selector.select(timeout=0.05 if pending else 0.5):
                     data = os.read(key.fileobj.fileno(), 65536)
                     if not data:
                         kill_group(self.proc)
@@ -126,9 +140,12 @@ class Repl:
                         self.buffer += data
                     else:
                         raw.write(data)
-                if time.monotonic() - last_tick >= 1.0 and self.env.tick is not None:
+                if time.monotonic() - last_tick >= 1.0:
                     last_tick = time.monotonic()
-                    self.env.tick()
+                    if self.env.tick is not None:
+                        self.env.tick()
+                    if limit := guard():
+                        return self._stopped(f"the command was stopped {limit.removeprefix('it was stopped ')}")
         except Interrupted:
             self.close()
             raise

@@ -36,6 +36,8 @@ class Limits:
     file_size_mb: int | None = 2048
     open_files: int | None = 4096
     tmp_mb: int = 1024
+    cpus: float | None = None  # CPU share (docker); bwrap relies on the thread settings of the environment
+    gpus: int = 0
 
     def apply(self, *, cgroup: Cgroup | None = None) -> None:
         """In the child before exec: join the cgroup and set rlimits; inherited by all the sandbox starts."""

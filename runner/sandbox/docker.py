@@ -234,8 +234,16 @@ class DockerSandbox(Sandbox):
         if pass_fds:
             raise SandboxError("the docker sandbox cannot hand file descriptors to a container")
         full_env = self.environment(env, "/usr/local/bin")
+        limits = limits or Limits()
         spec = self.container_spec(
-            argv, mounts=mounts, cwd=cwd, env=full_env, limits=limits or Limits(), network=network
+            argv,
+            mounts=mounts,
+            cwd=cwd,
+            env=full_env,
+            limits=limits,
+            network=network,
+            gpus=limits.gpus,
+            cpus=limits.cpus,
         )
         try:
             container = self.client.containers.create(**spec)

@@ -15,10 +15,18 @@ already = len(start["history"])
 print(f"started with {already} earlier steps; actions:", [a["name"] for a in start["actions"]], file=sys.stderr)
 sys.stderr.flush()
 for item in start["config"].get("script", []):
+    # "<NUL>" in the script stands for a NUL character (the database that holds the script cannot store one).
+    item = json.loads(json.dumps(item).replace("<NUL>", "\\u0000"))
     makes_step = isinstance(item, str) or item.get("type") == "act"
     if makes_step and already:
         already -= 1
         continue
+    if isinstance(item, dict) and "flood" in item:
+        # Write requests without reading the answers, then wait: an agent that never reads its stdin.
+        for _ in range(item["flood"]):
+            sys.stdout.write(json.dumps(item["message"]) + "\n")
+        sys.stdout.flush()
+        __import__("time").sleep(3600)
     if isinstance(item, dict) and "probe" in item:
         # Run a line of Python in the agent's own sandbox and report the value (tests of what an agent can see).
         print("probe:", repr(eval(item["probe"])), file=sys.stderr, flush=True)

@@ -161,3 +161,10 @@ def test_a_prepare_that_needs_the_network_is_refused_unless_the_deployment_allow
     call_command("import_task", str(package_write(tmp_path / "online", TINY_FILES | {"task.toml": manifest})))
     with pytest.raises(CommandError, match="prepare.py needs the network .* BENCH_ALLOW_PREPARE_NETWORK=1"):
         call_command("validate_task", "online")
+
+
+@pytest.mark.django_db
+def test_a_zip_with_a_path_twice_is_refused(nothing_imported, tmp_path):
+    with pytest.raises(CommandError, match="holds tiny/env/a/b twice, or as both a file and a folder"):
+        call_command("import_task", str(tiny_zip(tmp_path, extra={"tiny/env/a": "x", "tiny/env/a/b": "y"})))
+    assert nothing_imported()

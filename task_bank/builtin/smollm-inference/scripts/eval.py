@@ -1,17 +1,21 @@
 """Score the inference task: tokens per second of the submission's generate(), measured here, on hidden prompts.
 
-eval.py composes random prompts, computes their reference outputs with its own float32 model, then imports
-inference.py from the submission, calls its load_model() (not timed) and a short warm-up, and times generate() on
-those prompts. Every output must equal the reference greedy decoding token for token, otherwise ValueError.
+eval.py composes random prompts and computes their reference outputs with its own float32 model. The submission
+runs in a child process: it imports inference.py, calls load_model() (not timed) and a short warm-up; this
+process then sends it the prompts one by one and times each generate() call from the outside, so the
+submission's code can neither touch the clock nor the score. Every output must equal the reference greedy
+decoding token for token, otherwise ValueError.
 Score = the best, over the prompts, of generated tokens / seconds spent in generate (higher is better): the best of
 several timings is the least disturbed by other processes on the machine.
 """
 
 import importlib.util
+import multiprocessing
 import os
 import random
 import sys
-from time import perf_counter as _clock  # bound before the submission is imported: it cannot swap the clock
+import traceback
+from time import perf_counter
 
 import torch
 from reference import MAX_NEW_TOKENS, load_reference, reference_generate
@@ -83,6 +87,62 @@ def load_submission(submission_folder):
     return module
 
 
+def _serve(connection, submission_folder):
+    """The child process: load the submission and its model, then generate what the parent asks for."""
+    try:
+        torch.set_num_threads(2)
+        submission = load_submission(submission_folder)
+        model, tokenizer = submission.load_model()
+        submission.generate(model, tokenizer, "Hello!", 4)  # warm-up, not timed
+        connection.send(("ready",))
+    except BaseException as exc:
+        connection.send(("error", "".join(traceback.format_exception_only(exc)).strip()))
+        return
+    while True:
+        message = connection.recv()
+        if message[0] != "generate":
+            return
+        try:
+            connection.send(("tokens", as_token_list(submission.generate(model, tokenizer, message[1], message[2]))))
+        except BaseException:
+            connection.send(("error", traceback.format_exc(limit=-3)))
+
+
+class Submission:
+    """generate() of the submission, running in its own process."""
+
+    def __init__(self, submission_folder):
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, os.path.abspath(submission_folder)), daemon=True)
+        self.process.start()
+        child.close()
+        self.expect("ready")
+
+    def expect(self, kind):
+        try:
+            message = self.connection.recv()
+        except EOFError:
+            raise ValueError("the submission's process ended unexpectedly (it crashed or exited)") from None
+        if message[0] == "error":
+            raise ValueError(f"the submission failed: {message[1]}")
+        if message[0] != kind:
+            raise ValueError(f"the submission's process answered {message[0]!r}; expected {kind!r}")
+        return message
+
+    def generate(self, prompt, max_new_tokens):
+        """The tokens and the seconds the call took, measured here."""
+        start = perf_counter()
+        self.connection.send(("generate", prompt, max_new_tokens))
+        tokens = self.expect("tokens")[1]
+        return tokens, perf_counter() - start
+
+    def close(self):
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+
 def as_token_list(tokens):
     if torch.is_tensor(tokens):
         tokens = tokens.reshape(-1).tolist()
@@ -100,23 +160,23 @@ def get_score(submission_folder="../env"):
     expected = [reference_generate(reference_model, reference_tokenizer, p, MAX_NEW_TOKENS) for p in prompts]
     del reference_model
 
-    submission = load_submission(submission_folder)
-    model, tokenizer = submission.load_model()
-    submission.generate(model, tokenizer, "Hello!", 4)  # warm-up, not timed
-
+    if not os.path.exists(os.path.join(submission_folder, "inference.py")):
+        raise FileNotFoundError("inference.py was not found in the workspace; expected load_model() and generate()")
+    submission = Submission(submission_folder)
     rates = []
-    for prompt, reference in zip(prompts, expected, strict=True):
-        start = _clock()
-        tokens = submission.generate(model, tokenizer, prompt, MAX_NEW_TOKENS)
-        seconds = _clock() - start
-        tokens = as_token_list(tokens)
-        if tokens != reference:
-            raise ValueError(
-                f"generate() output differs from the reference greedy decoding for the prompt {prompt!r}: "
-                f"got {len(tokens)} tokens {reference_tokenizer.decode(tokens)!r}, expected {len(reference)} tokens "
-                f"{reference_tokenizer.decode(reference)!r}; the optimised code must produce exactly the same tokens"
-            )
-        rates.append(len(tokens) / seconds)
+    try:
+        for prompt, reference in zip(prompts, expected, strict=True):
+            tokens, seconds = submission.generate(prompt, MAX_NEW_TOKENS)
+            if tokens != reference:
+                raise ValueError(
+                    f"generate() output differs from the reference greedy decoding for the prompt {prompt!r}: got "
+                    f"{len(tokens)} tokens {reference_tokenizer.decode(tokens)!r}, expected {len(reference)} tokens "
+                    f"{reference_tokenizer.decode(reference)!r}; the optimised code must produce exactly the same "
+                    "tokens"
+                )
+            rates.append(len(tokens) / seconds)
+    finally:
+        submission.close()
     return float(max(rates))
 
 
