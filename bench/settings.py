@@ -218,6 +218,9 @@ BENCH_DOCKER_USER = os.environ.get("BENCH_DOCKER_USER", "65534:65534")
 BENCH_SANDBOX_UID = env_int("BENCH_SANDBOX_UID", 65534)
 BENCH_SANDBOX_GID = env_int("BENCH_SANDBOX_GID", 65534)
 BENCH_ACTION_TIMEOUT_S = env_int("BENCH_ACTION_TIMEOUT_S", 1800)
+# CPU seconds one script may use; 0 = the action time limit times the task's cpus (so a script that runs more
+# threads than its share is stopped with a message instead of starving the rest of the worker).
+BENCH_ACTION_CPU_S = env_int("BENCH_ACTION_CPU_S", 0)
 BENCH_EVAL_TIMEOUT_S = env_int("BENCH_EVAL_TIMEOUT_S", 900)
 BENCH_PREPARE_TIMEOUT_S = env_int("BENCH_PREPARE_TIMEOUT_S", 1800)
 BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 20_000)

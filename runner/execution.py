@@ -271,6 +271,8 @@ class RunSession:
                 memory_mb=int(resources.get("memory_mb", 4096)) * 2,
                 cpus=float(resources.get("cpus", 1)),
                 gpus=int(resources.get("gpus", 0)),
+                cpu_seconds=settings.BENCH_ACTION_CPU_S
+                or int(settings.BENCH_ACTION_TIMEOUT_S * max(float(resources.get("cpus", 1)), 1)),
             ),
             action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
             observation_limit=settings.BENCH_OBSERVATION_LIMIT,

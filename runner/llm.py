@@ -152,6 +152,10 @@ def _retry_after(exc: Exception) -> float | None:
 def _describe(exc: Exception) -> str:
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {str(exc.message)[:500]}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"the answer is not a chat completion (not JSON): {exc.doc[:300]!r}"
+    if isinstance(exc, GarbageResponse):
+        return str(exc)
     return f"{type(exc).__name__}: {str(exc)[:500]}"
 
 
@@ -225,10 +229,9 @@ def complete(
     finally:
         LLMLease.objects.filter(pk=lease.pk).delete()
     _record(run, endpoint, messages, "", 0, 0, started, step_index, purpose, "; ".join(errors))
-    raise LLMError(
-        "infrastructure",
-        f"the model endpoint {endpoint.name} failed {attempts} times: {errors[-1] if errors else 'no answer'}",
-    )
+    times = "once" if attempts == 1 else f"{attempts} times"
+    last = errors[-1] if errors else "no answer"
+    raise LLMError("infrastructure", f"the model endpoint {endpoint.name} failed {times}: {last}")
 
 
 def options_check(options: dict) -> dict:

@@ -53,3 +53,30 @@ def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, dj
     assert "good" in html and "100%" in html
     assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html
     assert "plotly-3.7.0.min.js" in html
+
+
+def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_asked_for(client, tiny_task, tmp_path):
+    from task_bank.services import task_import
+
+    from .factories import TINY_FILES, package_write
+
+    old = tiny_task
+    changed = dict(TINY_FILES, **{"env/train.py": 'open("value.txt", "w").write("3.0")\n'})
+    new, _ = task_import(root=package_write(tmp_path / "tiny-v2", changed), slug="tiny")
+    assert new.pk != old.pk and new.task.current_version_id == new.pk
+    make_runs(old, AgentFactory(name="old-only"), [(True, 0.5), (True, 0.5)])
+    both = AgentFactory(name="both")
+    make_runs(new, both, [(False, 0.0)])
+    make_runs(old, both, [(True, 0.9)])
+
+    assert [(r["agent__name"], r["runs"]) for r in leaderboard_rows()] == [("both", 1)]
+    everything = {r["agent__name"]: r["runs"] for r in leaderboard_rows(current_only=False)}
+    assert everything == {"old-only": 2, "both": 2}
+
+    page = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert "old-only" not in page and "both" in page
+    assert "old-only" in client.get(reverse("leaderboard:leaderboard") + "?versions=all").content.decode()
+    task_page = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
+    ranking, recent = task_page.split("<h2>Leaderboard", 1)[1].split("<h2>Recent runs", 1)
+    assert "old-only" not in ranking and "both@" in ranking
+    assert "old-only" in recent and "v1</span>" in recent and "v2</span>" in recent  # every run, with its version

@@ -7,6 +7,7 @@ file descriptors (C extensions, subprocesses) arrives on stderr and is added to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import selectors
@@ -62,7 +63,9 @@ class Repl:
             mounts=self.env.mounts(),
             cwd=WORKSPACE,
             env=self.env.sandbox_env(),
-            limits=self.env.limits,
+            # The interpreter lives across commands, so a CPU-time rlimit would add up over all of them: each
+            # command is bounded by the action time limit instead.
+            limits=dataclasses.replace(self.env.limits, cpu_seconds=None),
             stdin=subprocess.PIPE,
         )
         os.set_blocking(self.proc.stdin.fileno(), False)

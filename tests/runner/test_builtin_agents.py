@@ -140,3 +140,73 @@ def test_long_observations_are_summarised_and_the_research_log_is_retrieved(tiny
     prompts = [r["messages"][0]["content"] for r in llm_server.requests]
     assert any("the loss went from 0 to 199" in p and "Research Problem" in p for p in prompts)
     assert any("earlier: wrote a script" in p and "Research Problem" in p for p in prompts)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_research_agent_improves_a_builtin_task_with_its_fast_model_and_a_three_step_window(
+    digits, endpoint, llm_server
+):
+    from runner.models import Agent, ModelEndpoint
+    from task_bank.services import BUILTIN_DIR
+
+    ModelEndpoint.objects.create(name="test-fast", base_url=llm_server.base_url, model_id="scripted-fast", timeout_s=5)
+    agent = Agent.objects.create(
+        name="research-fast", entrypoint="mlab_agents.research", config={"fast_model": "test-fast"}
+    )
+    starter = (BUILTIN_DIR / "digits" / "env" / "train.py").read_text()
+    slow_line = "RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0)"
+    assert slow_line in starter
+    improved = starter.replace(slow_line, "RandomForestClassifier(n_estimators=300, random_state=0)")
+    plan = [
+        answer("Write File", {"file_name": "marker_one.txt", "content": "x"}, "leave a marker"),
+        answer(
+            "Edit Script (AI)",
+            {"script_name": "train.py", "edit_instruction": "use 300 deeper trees", "save_name": "train.py"},
+            "a bigger forest",
+        ),
+        answer("Execute Script", {"script_name": "train.py"}, "measure it"),
+        answer("List Files", {"dir_path": "."}, "check the submission"),
+        answer("Final Answer", {"final_answer": "a 300-tree forest"}, "submit"),
+    ]
+    agent_prompts = []
+
+    def reply(request):
+        if request["model"] == "scripted-fast":
+            return f"```python\n{improved}```"
+        agent_prompts.append(request["messages"][0]["content"])
+        return plan[len(agent_prompts) - 1]
+
+    llm_server.default = reply
+    run = run_execute(run_create(task=digits.task, agent=agent, model="test-model", enqueue=False).pk)
+
+    digits.refresh_from_db()
+    assert run.status == "finished", (run.error, run.stderr_tail)
+    assert [s.action for s in Step.objects.filter(run=run)] == [
+        "Write File", "Edit Script (AI)", "Execute Script", "List Files", "Final Answer"
+    ]  # fmt: skip
+    assert run.final_score > digits.baseline_score and run.succeeded is True
+    # The edit went to the fast model, the decisions to the run's model.
+    assert list(LLMCall.objects.filter(run=run, purpose="edit script").values_list("model", flat=True)) == [
+        "scripted-fast"
+    ]
+    assert LLMCall.objects.filter(run=run, purpose="agent", model="scripted-1").count() == 5
+    # The prompt keeps the last three steps: the first step's observation is there for steps 2 to 4, then gone.
+    marker = "File marker_one.txt written successfully."
+    assert [marker in p for p in agent_prompts] == [False, True, True, True, False]
+    assert "validation accuracy" in agent_prompts[4] and "+model = RandomForestClassifier" in agent_prompts[4]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_that_never_answers_in_format_is_asked_six_times_per_step(tiny_task, research, llm_server):
+    llm_server.default = "I would rather chat."
+    run = run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False, max_steps=2)
+    run = run_execute(run.pk)
+
+    assert run.status == "failed" and run.failure_kind == "limit"
+    assert LLMCall.objects.filter(run=run, purpose="agent").count() == 12  # 1 ask and 5 re-asks, per step
+    steps = list(Step.objects.filter(run=run))
+    assert len(steps) == 2
+    for step in steps:
+        assert step.is_error and "could not be parsed" in step.entries["Thought"]
+    last_prompt = llm_server.requests[5]["messages"][0]["content"]
+    assert "Your previous answer could not be used" in last_prompt

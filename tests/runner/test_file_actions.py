@@ -122,3 +122,13 @@ def test_long_script_output_keeps_its_head_and_tail_and_says_what_was_cut(make_e
     assert "line 0\n" in outcome.observation and "line 19999" in outcome.observation
     assert "bytes of output cut here" in outcome.observation
     assert len(outcome.observation) < 3000
+
+
+def test_a_failing_script_reports_its_exit_code_and_error_output(make_env):
+    bad = "import sys\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n"
+    env = make_env({"ok.py": "print('fine')\n", "bad.py": bad})
+    ok = env.execute("Execute Script", {"script_name": "ok.py"})
+    assert not ok.error and "fine" in ok.observation and ok.detail["exit_code"] == 0
+    bad = env.execute("Execute Script", {"script_name": "bad.py"})
+    assert bad.error and bad.detail["exit_code"] == 3
+    assert "to stderr" in bad.observation and "(The script exited with code 3.)" in bad.observation

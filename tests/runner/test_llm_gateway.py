@@ -1,6 +1,7 @@
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 
 from runner.llm import LLMError, complete, endpoint_check
 from runner.models import LLMCall, ModelEndpoint, Run
@@ -56,6 +57,8 @@ def test_garbage_from_the_server_is_retried_then_reported(run, llm_server, setti
     with pytest.raises(LLMError) as exc:
         complete(run=run, messages=MESSAGES)
     assert exc.value.kind == "infrastructure"
+    assert len(llm_server.requests) == 2  # the first answer and one retry
+    assert "test-model failed 2 times: the answer is not a chat completion (not JSON)" in str(exc.value)
 
 
 def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
@@ -135,3 +138,36 @@ def test_max_concurrency_is_shared_through_leases(run, endpoint, llm_server):
     assert complete(run=run, messages=MESSAGES, tick=tick).text == "done"
     assert len(waited) >= 3
     assert not LLMLease.objects.exists()  # released after the call
+
+
+def test_the_admin_test_connection_action_says_what_is_wrong_with_each_endpoint(
+    admin_client, endpoint, llm_server, monkeypatch, settings
+):
+    settings.BENCH_LLM_MAX_RETRIES = 0
+    monkeypatch.delenv("BENCH_TEST_KEY", raising=False)
+    garbage = ModelEndpoint.objects.create(name="garbage", base_url=llm_server.base_url, model_id="garbage-1")
+    keyless = ModelEndpoint.objects.create(
+        name="keyless", base_url=llm_server.base_url, model_id="keyless-1", api_key_env="BENCH_TEST_KEY"
+    )
+    down = ModelEndpoint.objects.create(name="down", base_url="http://127.0.0.1:9/v1", model_id="down-1", timeout_s=1)
+
+    def reply(request):
+        return {"body": b"<html>bad gateway</html>"} if request["model"] == "garbage-1" else "pong"
+
+    llm_server.default = reply
+    url = reverse("admin:runner_modelendpoint_changelist")
+    picked = [endpoint.pk, garbage.pk, keyless.pk, down.pk]
+    response = admin_client.post(url, {"action": "test_connection", "_selected_action": picked}, follow=True)
+
+    assert response.status_code == 200
+    shown = {m.message.split(":", 1)[0]: (m.level_tag, m.message) for m in response.context["messages"]}
+    assert shown["test-model"][0] == "success" and "pong" in shown["test-model"][1]
+    assert shown["garbage"][0] == "error"
+    assert "garbage failed once: the answer is not a chat completion (not JSON): '<html>bad" in shown["garbage"][1]
+    assert shown["keyless"][0] == "error" and "environment variable BENCH_TEST_KEY is empty" in shown["keyless"][1]
+    assert shown["down"][0] == "error" and "Connection" in shown["down"][1]
+    assert "Traceback" not in response.content.decode()
+    keyless.refresh_from_db()
+    assert keyless.last_check_ok is False and "BENCH_TEST_KEY" in keyless.last_check_message
+    change = admin_client.get(reverse("admin:runner_modelendpoint_change", args=[keyless.pk])).content.decode()
+    assert "environment variable BENCH_TEST_KEY is empty" in change

@@ -202,3 +202,25 @@ def test_a_running_scripts_output_is_visible_before_the_step_ends(tiny_task):
     run.refresh_from_db()
     assert run.status == "finished" and run.live_output == ""
     assert "epoch 2 done" in Step.objects.get(run=run, action="Execute Script").observation
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_script_over_the_cpu_time_limit_is_stopped_with_a_message_and_the_run_goes_on(tiny_task, settings):
+    settings.BENCH_ACTION_CPU_S = 1
+    settings.BENCH_ACTION_TIMEOUT_S = 20  # without the CPU limit, the script would be stopped by this one
+    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    script = [
+        act("Write File", file_name="busy.py", content="while True:\n    pass\n"),
+        act("Execute Script", script_name="busy.py"),
+        act("Write File", file_name="value.txt", content="7"),
+        FINAL,
+    ]
+    run = run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False)
+    started = time.monotonic()
+    run = run_execute(run.pk)
+
+    assert time.monotonic() - started < 20
+    assert run.status == "finished" and run.final_score == 7.0
+    step = Step.objects.get(run=run, action="Execute Script")
+    assert "CPU time limit of 1 s" in step.observation
+    assert step.detail["cpu_seconds"] >= 1
