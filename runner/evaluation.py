@@ -158,7 +158,7 @@ def _read_result(read_end: int | None, path: Path) -> bytes:
 
 def step_score(*, step_id: int) -> float | None:
     """Score the workspace as it was after one step; every step of the run with that snapshot gets the score."""
-    from .models import Step
+    from .models import Step, error_summary
     from .preparation import task_version_prepare
     from .sandbox import get_sandbox
 
@@ -168,6 +168,6 @@ def step_score(*, step_id: int) -> float | None:
     result = evaluate(prepared, BlobStore().manifest_load(step.snapshot), sandbox=sandbox)
     for same in Step.objects.filter(run=step.run, snapshot=step.snapshot):
         same.score = result.score
-        same.detail = {**same.detail, "eval_error": result.error[-2000:]} if result.error else same.detail
+        same.detail = {**same.detail, "eval_error": error_summary(result.error)} if result.error else same.detail
         same.save(update_fields=["score", "detail"])
     return result.score

@@ -4,6 +4,12 @@ from django.db import models
 from task_bank.models import Task, TaskVersion
 
 
+def error_summary(text: str, limit: int = 300) -> str:
+    """The last non-empty line of an error log (for a traceback: the exception and its message)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
 class Agent(models.Model):
     """An agent program: built in (a module of ``mlab_agents``) or an uploaded package."""
 
@@ -141,6 +147,11 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def eval_error_summary(self) -> str:
+        """What the public sees of an evaluation error: its last line (the full log can quote hidden eval code)."""
+        return error_summary(self.eval_error)
 
     @property
     def tokens_total(self) -> int:

@@ -47,3 +47,14 @@ def test_the_task_page_counts_only_runs_of_the_current_version(client, tiny_task
 
     html = client.get(reverse("leaderboard:task_list")).content.decode()
     assert '<td class="num">1</td>' in html  # the benchmark run; the validation run is not counted
+
+
+def test_a_failed_validation_log_is_shown_to_staff_only(client, admin_client, tiny_task):
+    tiny_task.status = "failed"
+    tiny_task.validation_log = 'Traceback:\n  File "/task/scripts/eval.py"\n    answer = 42\nValueError: bad'
+    tiny_task.save()
+    url = reverse("leaderboard:task_detail", args=["tiny"])
+
+    html = client.get(url).content.decode()
+    assert "Validation failed" in html and "answer = 42" not in html
+    assert "answer = 42" in admin_client.get(url).content.decode()

@@ -210,3 +210,54 @@ def test_a_model_that_never_answers_in_format_is_asked_six_times_per_step(tiny_t
         assert step.is_error and "could not be parsed" in step.entries["Thought"]
     last_prompt = llm_server.requests[5]["messages"][0]["content"]
     assert "Your previous answer could not be used" in last_prompt
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cost_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, research, llm_server):
+    from decimal import Decimal
+
+    usage = {"prompt_tokens": 1000, "completion_tokens": 1000}  # 0.003 per call at 1 and 2 per million
+    llm_server.script = [{"content": answer("Execute Script", {"script_name": "train.py"}), "usage": usage}]
+    llm_server.default = {"content": answer("List Files", {"dir_path": "."}), "usage": usage}
+    run = run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False, max_cost=Decimal("0.012"))
+    run = run_execute(run.pk)
+
+    assert run.status == "failed" and run.failure_kind == "limit"
+    assert "cost budget of 0.012" in run.error
+    calls = LLMCall.objects.filter(run=run).count()
+    assert calls >= 2 and run.steps_count == calls and len(llm_server.requests) == calls
+    assert run.cost == Decimal("0.003") * calls <= Decimal("0.012")
+    assert run.final_score == 2.0  # the workspace is still evaluated
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "problem, expected",
+    [
+        ("no key", "environment variable BENCH_TEST_KEY is empty on this worker"),
+        ("unreachable", "test-model failed 2 times: APIConnectionError"),
+    ],
+)
+def test_an_endpoint_without_its_key_or_out_of_reach_fails_the_run_with_a_clear_error(
+    client, admin_client, tiny_task, research, endpoint, monkeypatch, settings, problem, expected
+):
+    from django.urls import reverse
+
+    from runner.models import ModelEndpoint
+
+    settings.BENCH_LLM_MAX_RETRIES = 1
+    monkeypatch.delenv("BENCH_TEST_KEY", raising=False)
+    if problem == "no key":
+        ModelEndpoint.objects.filter(pk=endpoint.pk).update(api_key_env="BENCH_TEST_KEY")
+    else:
+        ModelEndpoint.objects.filter(pk=endpoint.pk).update(base_url="http://127.0.0.1:9/v1", timeout_s=1)
+    run = run_execute(run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False).pk)
+
+    assert run.status == "failed" and run.failure_kind == "infrastructure"
+    assert expected in run.error
+    page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    assert expected in page
+    # value.txt was never written, so eval.py failed: the public sees its last line, staff the traceback too.
+    assert "FileNotFoundError" in page and "Traceback" not in page and "/task/scripts/eval.py" not in page
+    staff_page = admin_client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    assert "Traceback" in staff_page and "/task/scripts/eval.py" in staff_page
