@@ -7,7 +7,7 @@ from django.urls import path, reverse
 
 from .forms import TaskImportForm
 from .models import Task, TaskVersion
-from .package import TaskPackageError
+from .package import MetricDirectionUnknown, TaskPackageError
 from .services import task_import_source, task_set_enabled
 
 
@@ -73,6 +73,12 @@ class TaskAdmin(admin.ModelAdmin):
                         source_kind=Task.Source.UPLOADED,
                         metric_name=form.cleaned_data["metric"] or None,
                         higher_is_better=form.higher_is_better,
+                    )
+                except MetricDirectionUnknown:
+                    form.add_error(
+                        "direction",
+                        "this package does not say whether a higher metric is better (task.toml has no "
+                        "metric.higher_is_better): choose the direction",
                     )
                 except TaskPackageError as exc:
                     form.add_error("package", str(exc))

@@ -31,6 +31,10 @@ class TaskPackageError(Exception):
     """A task package is malformed; the message says what is wrong and what is expected."""
 
 
+class MetricDirectionUnknown(TaskPackageError):
+    """The package does not say whether a higher metric is better (MLAgentBench keeps that elsewhere)."""
+
+
 @dataclass(frozen=True)
 class TaskManifest:
     title: str

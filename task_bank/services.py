@@ -12,7 +12,14 @@ from django.db import transaction
 
 from .archive import archive_create, extracted
 from .models import Task, TaskVersion
-from .package import TaskPackage, TaskPackageError, iter_files, package_digest, package_load, slug_from_name
+from .package import (
+    MetricDirectionUnknown,
+    TaskPackage,
+    iter_files,
+    package_digest,
+    package_load,
+    slug_from_name,
+)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -61,7 +68,7 @@ def task_import(
     if higher_is_better is not None:
         manifest = replace(manifest, higher_is_better=higher_is_better)
     if manifest.higher_is_better is None:
-        raise TaskPackageError(
+        raise MetricDirectionUnknown(
             f"{package.slug}: the metric direction is unknown; set metric.higher_is_better in task.toml "
             "or give --higher-is-better / --lower-is-better"
         )

@@ -52,3 +52,20 @@ def test_an_unknown_task_is_refused_with_the_valid_names(digits):
     assert "unknown task 'nope'" in str(exc.value)
     assert "valid tasks: digits" in str(exc.value)
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_task_that_failed_validation_or_is_retired_is_refused_with_the_reason(tiny_task):
+    tiny_task.status = "failed"
+    tiny_task.validation_log = "get_score returned 'high', not a number"
+    tiny_task.save()
+    with pytest.raises(CommandError) as exc:
+        call_command("bench_run", "--agent", "baseline", "--task", "tiny")
+    assert "task tiny v1 failed validation and cannot run" in str(exc.value)
+    assert "get_score returned 'high', not a number" in str(exc.value)
+
+    tiny_task.task.is_enabled = False
+    tiny_task.task.save()
+    with pytest.raises(CommandError, match="task tiny is retired and takes no new runs"):
+        call_command("bench_run", "--agent", "baseline", "--task", "tiny")
+    assert not Run.objects.exists()

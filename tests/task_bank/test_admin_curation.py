@@ -1,23 +1,28 @@
 import io
 import zipfile
 
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from runner.models import Run
 from task_bank.models import Task
 
-from ..factories import package_write
+from ..factories import TINY_FILES, package_write
 
 
-def tiny_zip_bytes(tmp_path) -> bytes:
-    root = package_write(tmp_path / "tiny")
+def zip_bytes(root) -> bytes:
+    """The package folder zipped the way people zip a folder: its files under a top folder of its name."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for path in sorted(root.rglob("*")):
             if path.is_file():
-                archive.write(path, "tiny/" + path.relative_to(root).as_posix())
+                archive.write(path, f"{root.name}/" + path.relative_to(root).as_posix())
     return buffer.getvalue()
+
+
+def tiny_zip_bytes(tmp_path) -> bytes:
+    return zip_bytes(package_write(tmp_path / "tiny"))
 
 
 def test_an_admin_uploads_a_zip_and_queues_its_validation(admin_client, tmp_path):
@@ -60,3 +65,41 @@ def test_retire_and_enable(admin_client, tiny_task):
     admin_client.post(url, {"action": "enable", "_selected_action": [task.pk]})
     task.refresh_from_db()
     assert task.is_enabled
+
+
+def test_an_mlagentbench_folder_imports_once_the_admin_gives_the_metric_direction(admin_client, tmp_path):
+    url = reverse("admin:task_bank_task_import")
+    # As it comes from the MLAgentBench repository: no task.toml, so no metric direction.
+    data = zip_bytes(package_write(tmp_path / "house-price", TINY_FILES, drop=("task.toml",)))
+
+    response = admin_client.post(url, {"package": SimpleUploadedFile("house-price.zip", data)})
+    assert response.status_code == 200
+    assert "does not say whether a higher metric is better" in response.content.decode()
+    assert response.context["form"].errors["direction"]
+    assert not Task.objects.exists()
+
+    response = admin_client.post(
+        url, {"package": SimpleUploadedFile("house-price.zip", data), "direction": "lower", "metric": "mae"}
+    )
+    task = Task.objects.get(slug="house-price")
+    assert response.status_code == 302
+    assert task.current_version.higher_is_better is False and task.current_version.metric_name == "mae"
+    assert task.current_version.research_problem.startswith("Make value.txt hold")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_validation_job_records_its_outcome_and_log_on_the_version(admin_client, tmp_path):
+    from runner.execution import run_execute
+
+    files = dict(TINY_FILES, **{"scripts/eval.py": "def get_score(submission_folder='../env'):\n    return 'high'\n"})
+    upload = SimpleUploadedFile("broken.zip", zip_bytes(package_write(tmp_path / "broken", files)))
+    admin_client.post(reverse("admin:task_bank_task_import"), {"package": upload})
+    task = Task.objects.get(slug="broken")
+    admin_client.post(reverse("admin:task_bank_task_changelist"), {"action": "validate", "_selected_action": [task.pk]})
+    run_execute(Run.objects.get(task=task, purpose="validation").pk)  # what the worker does with the job
+
+    version = task.current_version
+    version.refresh_from_db()
+    assert version.status == "failed"
+    page = admin_client.get(reverse("admin:task_bank_taskversion_change", args=[version.pk])).content.decode()
+    assert "Failed" in page and "get_score returned" in page and "&#x27;high&#x27;" in page, version.validation_log
