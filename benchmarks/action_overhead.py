@@ -3,9 +3,10 @@
 1. Execute Script of a trivial script through the environment in the configured sandbox (bwrap by default),
    against a bare ``subprocess.run`` of the same script with the same interpreter.
 2. A file action round trip as a run makes it: Write File, the workspace snapshot, and the step's database
-   write (in a throwaway SQLite database under a temporary BENCH_VAR_DIR, or DATABASE_URL if set).
+   write, in a throwaway SQLite database under a temporary folder; ``--database-url`` measures another
+   database instead (it is migrated and gets a task and a run: give it a scratch database, never a live one).
 
-    .venv/bin/python benchmarks/action_overhead.py [--repeats 30]
+    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--database-url postgres://.../scratch]
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ def summary(name: str, seconds: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
     args = parser.parse_args()
     var = Path(tempfile.mkdtemp(prefix="actionbench-"))
-    os.environ.setdefault("BENCH_VAR_DIR", str(var))
+    os.environ["BENCH_VAR_DIR"] = str(var)  # blobs, workspaces and the default SQLite database: all throwaway
+    for name in ("DATABASE_URL", "BENCH_RUNS_DIR", "BENCH_TASK_CACHE_DIR", "BENCH_BLOB_DIR", "MEDIA_ROOT"):
+        os.environ.pop(name, None)  # never the deployment's database or folders by accident
+    if args.database_url:
+        os.environ["DATABASE_URL"] = args.database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
     import django
 
