@@ -1,14 +1,16 @@
+import os
 import tempfile
 from pathlib import Path
 
 from django.contrib import admin, messages
-from django.shortcuts import redirect, render
+from django.http import FileResponse, Http404
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 
 from .forms import TaskImportForm
 from .models import Task, TaskVersion
 from .package import MetricDirectionUnknown, TaskPackageError
-from .services import task_import_source, task_set_enabled
+from .services import task_export, task_import_source, task_set_enabled
 
 
 class TaskVersionInline(admin.TabularInline):
@@ -29,7 +31,7 @@ class TaskAdmin(admin.ModelAdmin):
     inlines = [TaskVersionInline]
     readonly_fields = ["source", "current_version", "created_at", "updated_at"]
     fields = ["slug", "title", "category", "is_enabled", "source", "current_version", "created_at", "updated_at"]
-    actions = ["enable", "retire"]
+    actions = ["enable", "retire", "export"]
     change_list_template = "admin/task_bank/task/change_list.html"
 
     @admin.display(description="Status")
@@ -52,9 +54,33 @@ class TaskAdmin(admin.ModelAdmin):
             task_set_enabled(task=task, enabled=False)
         self.message_user(request, f"Retired {queryset.count()} task(s).", messages.SUCCESS)
 
+    @admin.action(description="Export the current version as a zip (the package import_task reads back)")
+    def export(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select one task to export.", messages.WARNING)
+            return None
+        return redirect(reverse("admin:task_bank_task_export", args=[queryset.get().pk]))
+
     def get_urls(self):
-        extra = [path("import/", self.admin_site.admin_view(self.import_view), name="task_bank_task_import")]
+        extra = [
+            path("import/", self.admin_site.admin_view(self.import_view), name="task_bank_task_import"),
+            path("<int:pk>/export/", self.admin_site.admin_view(self.export_view), name="task_bank_task_export"),
+        ]
         return extra + super().get_urls()
+
+    def export_view(self, request, pk: int):
+        task = get_object_or_404(Task.objects.select_related("current_version"), pk=pk)
+        version = task.current_version
+        if version is None:
+            raise Http404(f"task {task.slug} has no files yet")
+        fd, tmp = tempfile.mkstemp(prefix="export-", suffix=".zip")
+        os.close(fd)
+        try:
+            task_export(version=version, out=Path(tmp))
+            handle = open(tmp, "rb")  # noqa: SIM115 - FileResponse closes it
+        finally:
+            os.unlink(tmp)  # the open handle keeps the file until the response is sent
+        return FileResponse(handle, as_attachment=True, filename=f"{task.slug}-v{version.number}.zip")
 
     def import_view(self, request):
         form = TaskImportForm(request.POST or None, request.FILES or None)

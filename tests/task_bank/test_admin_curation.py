@@ -103,3 +103,20 @@ def test_the_validation_job_records_its_outcome_and_log_on_the_version(admin_cli
     assert version.status == "failed"
     page = admin_client.get(reverse("admin:task_bank_taskversion_change", args=[version.pk])).content.decode()
     assert "Failed" in page and "get_score returned" in page and "&#x27;high&#x27;" in page, version.validation_log
+
+
+def test_an_admin_exports_a_task_as_a_zip_that_imports_back(admin_client, tiny_task, tmp_path):
+    from task_bank.services import task_import_source
+
+    task = tiny_task.task
+    response = admin_client.post(
+        reverse("admin:task_bank_task_changelist"), {"action": "export", "_selected_action": [task.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="tiny-v1.zip"'
+    data = b"".join(response.streaming_content)
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    assert "tiny/scripts/eval.py" in names and "tiny/env/train.py" in names
+    (tmp_path / "tiny-v1.zip").write_bytes(data)
+    version, created = task_import_source(source=tmp_path / "tiny-v1.zip", name="tiny-v1.zip", slug="tiny")
+    assert version.pk == tiny_task.pk and not created  # the same files: the same version

@@ -23,6 +23,6 @@ class Command(BaseCommand):
             task.versions.filter(number=opts["task_version"]).first() if opts["task_version"] else task.current_version
         )
         if version is None:
-            raise CommandError(f"task {task.slug} has no version {opts['version']}")
+            raise CommandError(f"task {task.slug} has no version {opts['task_version']}")
         count = task_export(version=version, out=Path(opts["out"]))
         self.stdout.write(f"wrote {opts['out']}: {task.slug} v{version.number}, {count} files")
