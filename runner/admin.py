@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import models
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -74,6 +75,7 @@ class ModelEndpointAdmin(admin.ModelAdmin):
         "max_concurrency", "is_enabled", "last_check_ok", "last_check_at",
     ]  # fmt: skip
     readonly_fields = ["last_check_at", "last_check_ok", "last_check_message", "created_at"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}  # Django 6's default, said explicitly
     actions = ["test_connection"]
 
     @admin.action(description="Test connection (one tiny completion)")
