@@ -121,3 +121,25 @@ def test_llm_action_errors_are_observations(env, llm_server):
     missing = env.execute("Understand File", {"file_name": "nope.txt", "things_to_look_for": "x"})
     assert missing.error and "does not exist" in missing.observation
     assert llm_server.requests == []  # nothing was asked of the model
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_that_refuses_the_request_is_an_error_observation_and_the_run_goes_on(tiny_task, endpoint, llm_server):
+    from runner.execution import run_execute
+    from runner.models import Step
+    from runner.services import run_create
+
+    script = [
+        {"type": "act", "action": "Reflection", "input": {"things_to_reflect_on": "what next?"}},
+        {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": "4"}},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    llm_server.script = [{"status": 400, "content": "the prompt is too long for this model"}]
+    agent = AgentFactory(config={"script": script})
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
+
+    assert run.status == "finished" and run.final_score == 4.0
+    reflection = Step.objects.get(run=run, action="Reflection")
+    assert reflection.is_error
+    assert "the LLM call failed" in reflection.observation and "too long for this model" in reflection.observation
+    assert len(llm_server.requests) == 1  # a refused request is not retried
