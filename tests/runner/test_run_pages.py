@@ -98,3 +98,11 @@ def test_the_action_catalogue_page_lists_every_action_with_its_arguments(client,
         assert spec.name.replace("(", "").replace(")", "") in html.replace("(", "").replace(")", "")
         for arg in spec.usage:
             assert f"<code>{arg}</code>" in html
+
+
+def test_an_improvement_just_under_the_threshold_does_not_read_as_the_threshold(client, tiny_task):
+    run = RunFactory(task_version=tiny_task, improvement=0.0989, succeeded=False, final_score=1.0)
+
+    for url in (reverse("runner:run_list"), reverse("runner:run_detail", args=[run.pk])):
+        html = client.get(url).content.decode()
+        assert "9.9%" in html and "10%<" not in html
