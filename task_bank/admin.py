@@ -3,6 +3,7 @@ import tempfile
 from pathlib import Path
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
@@ -69,6 +70,8 @@ class TaskAdmin(admin.ModelAdmin):
         return extra + super().get_urls()
 
     def export_view(self, request, pk: int):
+        if not self.has_change_permission(request):
+            raise PermissionDenied("exporting a task needs the permission to change tasks (the zip holds hidden files)")
         task = get_object_or_404(Task.objects.select_related("current_version"), pk=pk)
         version = task.current_version
         if version is None:
@@ -83,6 +86,8 @@ class TaskAdmin(admin.ModelAdmin):
         return FileResponse(handle, as_attachment=True, filename=f"{task.slug}-v{version.number}.zip")
 
     def import_view(self, request):
+        if not self.has_add_permission(request):
+            raise PermissionDenied("importing a task needs the permission to add tasks")
         form = TaskImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["package"]

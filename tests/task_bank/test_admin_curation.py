@@ -120,3 +120,11 @@ def test_an_admin_exports_a_task_as_a_zip_that_imports_back(admin_client, tiny_t
     (tmp_path / "tiny-v1.zip").write_bytes(data)
     version, created = task_import_source(source=tmp_path / "tiny-v1.zip", name="tiny-v1.zip", slug="tiny")
     assert version.pk == tiny_task.pk and not created  # the same files: the same version
+
+
+def test_staff_without_task_permissions_can_neither_import_nor_export(client, tiny_task, django_user_model):
+    user = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    client.force_login(user)
+
+    assert client.get(reverse("admin:task_bank_task_import")).status_code == 403
+    assert client.get(reverse("admin:task_bank_task_export", args=[tiny_task.task.pk])).status_code == 403
