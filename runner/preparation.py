@@ -15,7 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from task_bank.models import TaskVersion
-from task_bank.package import is_read_only, iter_files
+from task_bank.package import TaskPackageError, is_read_only, iter_files
 
 from .sandbox import Limits, Mount, Sandbox, get_sandbox, sandbox_python
 from .sandbox.identity import owned_by_root, writable_for_sandbox
@@ -117,9 +117,11 @@ def task_version_prepare(
                     log = _run_prepare(work, version, sandbox, tick)
                     owned_by_root(work)  # what prepare.py made becomes shared, read-only task data
                 manifest: Manifest = {}
-                for rel, path in iter_files(work / "env"):
-                    if path.is_symlink():
-                        raise TaskPreparationError(f"prepare.py left a symbolic link at env/{rel}")
+                try:
+                    files = list(iter_files(work / "env"))
+                except TaskPackageError as exc:
+                    raise TaskPreparationError(f"after prepare.py, env/{exc}") from exc
+                for rel, path in files:
                     sha, size = store.put_file(path, link=is_read_only(rel, version.read_only_patterns))
                     manifest[rel] = [sha, size]
                 sha = store.manifest_save(manifest)

@@ -46,6 +46,8 @@ def archive_extract(zip_path: Path, dest: Path) -> Path:
     try:
         with archive:
             members = [(info, path) for info in archive.infolist() if (path := _check_member(info)) is not None]
+            if not members:
+                raise TaskPackageError("the zip holds no files; expected a task folder with env/ and scripts/")
             if len(members) > max_files:
                 raise TaskPackageError(f"the zip holds {len(members)} files; at most {max_files} are allowed")
             declared = sum(info.file_size for info, _ in members)
@@ -88,9 +90,7 @@ def archive_extract(zip_path: Path, dest: Path) -> Path:
 def folder_check_sizes(root: Path) -> None:
     """The same limits for a folder import: file count, file size, total size, no links."""
     total, count = 0, 0
-    for rel, path in iter_files(root):
-        if path.is_symlink():
-            raise TaskPackageError(f"{rel} is a symbolic link; task packages hold regular files only")
+    for rel, path in iter_files(root):  # which refuses links, pipes and devices
         size = path.stat().st_size
         count += 1
         total += size
@@ -132,7 +132,11 @@ class extracted:  # noqa: N801 - used as a context manager, reads like a functio
         if not self.source.exists():
             raise TaskPackageError(f"{self.source} does not exist")
         self.tmp = Path(tempfile.mkdtemp(prefix="task-import-"))
-        root = archive_extract(self.source, self.tmp / "package")
+        try:
+            root = archive_extract(self.source, self.tmp / "package")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)  # __exit__ does not run when __enter__ fails
+            raise
         self.name = root.name if root.name != "package" else Path(self.name).stem
         return root
 

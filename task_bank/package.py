@@ -12,6 +12,7 @@ import fnmatch
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,11 +95,17 @@ def _as_bool(value: object, where: str) -> bool:
     raise TaskPackageError(f"task.toml: {where} must be true or false, got {value!r}")
 
 
-def _as_number(value: object, where: str, kind: type = float) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _as_number(
+    value: object, where: str, kind: type = float, *, at_least: float | None = None, above: float | None = None
+) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         raise TaskPackageError(f"task.toml: {where} must be a number, got {value!r}")
     if kind is int and int(value) != value:
         raise TaskPackageError(f"task.toml: {where} must be a whole number, got {value!r}")
+    if at_least is not None and value < at_least:
+        raise TaskPackageError(f"task.toml: {where} must be at least {at_least}, got {value!r}")
+    if above is not None and value <= above:
+        raise TaskPackageError(f"task.toml: {where} must be greater than {above}, got {value!r}")
     return kind(value)
 
 
@@ -140,12 +147,12 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         description=str(data.get("description", "")),
         metric_name=str(metric.get("name", "score")),
         higher_is_better=None if hib is None else _as_bool(hib, "metric.higher_is_better"),
-        success_threshold=_as_number(metric.get("success_threshold", 0.10), "metric.success_threshold"),
-        max_steps=_as_number(limits.get("max_steps", 50), "limits.max_steps", int),
-        max_time_s=_as_number(limits.get("max_time_s", 5 * 3600), "limits.max_time_s", int),
-        cpus=_as_number(resources.get("cpus", 1), "resources.cpus", int),
-        memory_mb=_as_number(resources.get("memory_mb", 4096), "resources.memory_mb", int),
-        gpus=_as_number(resources.get("gpus", 0), "resources.gpus", int),
+        success_threshold=_as_number(metric.get("success_threshold", 0.10), "metric.success_threshold", above=0),
+        max_steps=_as_number(limits.get("max_steps", 50), "limits.max_steps", int, at_least=1),
+        max_time_s=_as_number(limits.get("max_time_s", 5 * 3600), "limits.max_time_s", int, at_least=1),
+        cpus=_as_number(resources.get("cpus", 1), "resources.cpus", int, at_least=1),
+        memory_mb=_as_number(resources.get("memory_mb", 4096), "resources.memory_mb", int, at_least=256),
+        gpus=_as_number(resources.get("gpus", 0), "resources.gpus", int, at_least=0),
         prepare_needs_network=_as_bool(prepare.get("network", False), "prepare.network"),
         reference_score=None if reference is None else _as_number(reference, "reference_score"),
     )
@@ -213,6 +220,11 @@ def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
         raise TaskPackageError("scripts/research_problem.txt is empty; expected the task description")
     ro_path = scripts / "read_only_files.txt"
     patterns = read_only_patterns_parse(ro_path.read_text()) if ro_path.is_file() else []
+    if slug is not None and not SLUG_RE.match(slug):
+        raise TaskPackageError(
+            f"the slug {slug!r} is not valid: expected lowercase letters, digits, '-' or '_', starting with a "
+            "letter or digit, at most 63 characters"
+        )
     return TaskPackage(
         root=root,
         slug=slug or slug_from_name(root.name),
@@ -223,13 +235,26 @@ def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
 
 
 def iter_files(root: Path):
-    """Yield (relative posix path, absolute path) of regular files below root, sorted, skipping caches."""
+    """Yield (relative posix path, absolute path) of the files below root, sorted, skipping caches.
+
+    A package holds regular files and folders only: a link, pipe or device is refused (reading a pipe would
+    wait forever; a link could pull in files from outside the package)."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_NAMES)
+        for name in dirnames:
+            if os.path.islink(os.path.join(dirpath, name)):
+                rel = (Path(dirpath) / name).relative_to(root).as_posix()
+                raise TaskPackageError(f"{rel} is a link; a task package may hold only regular files and folders")
         for name in sorted(filenames):
             if name in IGNORED_NAMES or name.endswith(".pyc"):
                 continue
             path = Path(dirpath) / name
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                kind = "a link" if path.is_symlink() else "not a regular file (a pipe, socket or device)"
+                raise TaskPackageError(
+                    f"{path.relative_to(root).as_posix()} is {kind}; a task package may hold only regular files "
+                    "and folders"
+                )
             yield path.relative_to(root).as_posix(), path
 
 

@@ -73,7 +73,17 @@ def task_import(
             "or give --higher-is-better / --lower-is-better"
         )
     digest = package_digest(package.root)
+    was_stored = (packages_dir() / digest).is_dir()
     stored = _store_package(package, digest)
+    try:
+        return _version_record(package, manifest, digest, stored, source)
+    except BaseException:
+        if not was_stored and not TaskVersion.objects.filter(digest=digest).exists():
+            shutil.rmtree(stored, ignore_errors=True)  # nothing is left half-imported
+        raise
+
+
+def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, source: str) -> tuple[TaskVersion, bool]:
     with transaction.atomic():
         task, _ = Task.objects.select_for_update().get_or_create(
             slug=package.slug,

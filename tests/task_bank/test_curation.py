@@ -168,3 +168,64 @@ def test_a_zip_with_a_path_twice_is_refused(nothing_imported, tmp_path):
     with pytest.raises(CommandError, match="holds tiny/env/a/b twice, or as both a file and a folder"):
         call_command("import_task", str(tiny_zip(tmp_path, extra={"tiny/env/a": "x", "tiny/env/a/b": "y"})))
     assert nothing_imported()
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ("[metric]\nhigher_is_better = true\nsuccess_threshold = -3\n", "metric.success_threshold must be greater"),
+        ("[metric]\nhigher_is_better = true\n[limits]\nmax_steps = -1\n", "limits.max_steps must be at least 1"),
+        ("[metric]\nhigher_is_better = true\n[limits]\nmax_time_s = 0\n", "limits.max_time_s must be at least 1"),
+        ("[metric]\nhigher_is_better = true\n[resources]\ncpus = -2\n", "resources.cpus must be at least 1"),
+        ("[metric]\nhigher_is_better = true\n[resources]\nmemory_mb = 0\n", "resources.memory_mb must be at least"),
+        ("[metric]\nhigher_is_better = true\n[resources]\ngpus = -1\n", "resources.gpus must be at least 0"),
+        ("[metric]\nhigher_is_better = true\nsuccess_threshold = nan\n", "must be a number"),
+    ],
+)
+@pytest.mark.django_db
+def test_out_of_range_manifest_values_are_refused_by_name(nothing_imported, tmp_path, manifest, message):
+    root = package_write(tmp_path / "ranges", TINY_FILES | {"task.toml": manifest})
+    with pytest.raises(CommandError, match=message):
+        call_command("import_task", str(root))
+    assert nothing_imported()
+
+
+@pytest.mark.parametrize("slug", ["Bad Slug/../x", "x" * 64, "-leading", "UPPER"])
+@pytest.mark.django_db
+def test_a_slug_that_is_not_a_slug_is_refused(nothing_imported, client, tmp_path, slug):
+    with pytest.raises(CommandError, match="is not valid: expected lowercase letters"):
+        call_command("import_task", str(package_write(tmp_path / "tiny")), f"--slug={slug}")
+    assert nothing_imported()
+    assert client.get("/tasks/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_links_and_pipes_in_a_package_folder_are_refused_without_waiting(nothing_imported, tmp_path):
+    import os
+
+    root = package_write(tmp_path / "tiny")
+    os.mkfifo(root / "env" / "pipe")
+    with pytest.raises(CommandError, match="env/pipe is not a regular file"):
+        call_command("import_task", str(root))
+    (root / "env" / "pipe").unlink()
+    (root / "env" / "link.txt").symlink_to("/etc/passwd")
+    with pytest.raises(CommandError, match="env/link.txt is a link"):
+        call_command("import_task", str(root))
+    assert nothing_imported()
+
+
+@pytest.mark.django_db
+def test_refused_zips_leave_no_temporary_folders(nothing_imported, tmp_path, monkeypatch):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    empty = tmp_path / "empty.zip"
+    zipfile.ZipFile(empty, "w").close()
+    with pytest.raises(CommandError, match="the zip holds no files; expected a task folder"):
+        call_command("import_task", str(empty))
+    with pytest.raises(CommandError, match="a path with '..'"):
+        call_command("import_task", str(tiny_zip(tmp_path, extra={"../evil.txt": "x"})))
+    assert list(scratch.iterdir()) == []
+    assert nothing_imported()
