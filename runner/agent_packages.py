@@ -27,6 +27,7 @@ from django.db import transaction
 from task_bank.archive import extracted
 from task_bank.package import TaskPackageError, iter_files, package_digest
 
+from .agents import BUILTIN_AGENTS
 from .models import Agent
 
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -76,6 +77,12 @@ def agent_import(*, source: Path, owner=None) -> tuple[Agent, bool]:
                 raise AgentPackageError(
                     f"the entrypoint module {data['entrypoint']} is not in the package "
                     f"(expected {data['entrypoint'].replace('.', '/')}.py)"
+                )
+            builtin = {spec["name"] for spec in BUILTIN_AGENTS}
+            if data["name"] in builtin or Agent.objects.filter(name=data["name"], kind=Agent.Kind.BUILTIN).exists():
+                raise AgentPackageError(
+                    f"the name {data['name']!r} belongs to a built-in agent; give the package a name of its own "
+                    f"(built in: {', '.join(sorted(builtin))})"
                 )
             digest = package_digest(root)
             version = str(data.get("version", "1"))

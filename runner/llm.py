@@ -314,6 +314,11 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
     # An agent may use its run's model and its configured fast model, nothing else it finds configured.
     allowed = {run.model, (run.agent.config or {}).get("fast_model")} - {None, ""}
     model = message.get("model") or run.model
+    if not allowed:
+        return {
+            "type": "error",
+            "message": "this run has no model: it was started without one (bench_run --model NAME gives it one)",
+        }
     if model not in allowed:
         return {
             "type": "error",

@@ -12,7 +12,7 @@ from django.utils import timezone
 from task_bank.models import Task, TaskVersion
 
 from .agents import agents_builtin_ensure
-from .models import Agent, Batch, Run, Step
+from .models import Agent, Batch, ModelEndpoint, Run, Step
 
 
 class RunRequestError(Exception):
@@ -25,6 +25,30 @@ def run_enqueue(run: Run) -> None:
 
     margin = settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + 600
     transaction.on_commit(lambda: execute_run.apply_async(args=[run.pk], time_limit=run.max_time_s + margin))
+
+
+def limits_check(
+    *, max_steps: int | None, max_time_s: int | None, max_tokens: int | None, max_cost: Decimal | None
+) -> None:
+    """Run limits as asked for: None means the task's own (steps, time) or no budget (tokens, cost)."""
+    for name, value, least in (
+        ("max_steps", max_steps, 1),
+        ("max_time_s", max_time_s, 1),
+        ("max_tokens", max_tokens, 1),
+        ("max_cost", max_cost, 0),
+    ):
+        if value is not None and value < least:
+            raise RunRequestError(f"{name} must be at least {least} (or left out), got {value}")
+
+
+def model_check(*, agent: Agent, model: str) -> None:
+    """An agent that uses an LLM needs a configured, enabled model endpoint; the others need none."""
+    configured = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
+    names = ", ".join(configured) or "none yet (add one in the admin or BENCH_MODEL_ENDPOINTS)"
+    if model and model not in configured:
+        raise RunRequestError(f"no enabled model endpoint named {model!r}; configured: {names}")
+    if agent.uses_llm and not model:
+        raise RunRequestError(f"agent {agent.name} uses an LLM: give it a model (--model NAME); configured: {names}")
 
 
 def run_create(
@@ -50,12 +74,15 @@ def run_create(
         raise RunRequestError(
             f"task {task.slug} v{version.number} failed validation and cannot run:\n{version.validation_log}"
         )
+    limits_check(max_steps=max_steps, max_time_s=max_time_s, max_tokens=max_tokens, max_cost=max_cost)
+    model = model or agent.default_model
+    model_check(agent=agent, model=model)
     run = Run.objects.create(
         task=task,
         task_version=version,
         agent=agent,
         batch=batch,
-        model=model or agent.default_model,
+        model=model,
         purpose=purpose,
         sandbox=settings.BENCH_SANDBOX,
         max_steps=max_steps or version.max_steps,

@@ -46,3 +46,14 @@ def test_bad_agent_packages_are_refused_with_the_reason(tmp_path, settings):
     (changed / "example_agent.py").write_text("# changed\n")
     with pytest.raises(CommandError, match="already exists with other files; give the package a new version"):
         call_command("import_agent", str(changed))
+
+
+@pytest.mark.django_db
+def test_a_package_cannot_take_the_name_of_a_builtin_agent(tmp_path):
+    root = tmp_path / "impostor"
+    root.mkdir()
+    (root / "agent.toml").write_text('name = "baseline"\nversion = "2"\nentrypoint = "main"\n')
+    (root / "main.py").write_text("print('not the baseline')\n")
+    with pytest.raises(CommandError, match="the name 'baseline' belongs to a built-in agent"):
+        call_command("import_agent", str(root))
+    assert not Agent.objects.filter(name="baseline", version="2").exists()

@@ -69,3 +69,29 @@ def test_a_task_that_failed_validation_or_is_retired_is_refused_with_the_reason(
     with pytest.raises(CommandError, match="task tiny is retired and takes no new runs"):
         call_command("bench_run", "--agent", "baseline", "--task", "tiny")
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-steps", "0"], "max_steps must be at least 1"),
+        (["--max-steps", "-5"], "max_steps must be at least 1"),
+        (["--max-time", "-1"], "max_time_s must be at least 1"),
+        (["--max-tokens", "0"], "max_tokens must be at least 1"),
+        (["--max-cost", "-1"], "max_cost must be at least 0"),
+        (["--timeout", "-1"], "expected a positive number of seconds"),
+        (["--model", "gpt-x"], "no enabled model endpoint named 'gpt-x'; configured: none yet"),
+    ],
+)
+@pytest.mark.django_db
+def test_bad_limits_and_models_are_refused_before_any_run_is_made(digits, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("bench_run", "--agent", "baseline", "--task", "digits", *args)
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_agent_that_uses_an_llm_needs_a_model(digits, endpoint):
+    with pytest.raises(CommandError, match="agent research uses an LLM: give it a model .*configured: test-model"):
+        call_command("bench_run", "--agent", "research", "--task", "digits")
+    assert not Run.objects.exists()

@@ -1,3 +1,4 @@
+import argparse
 import json
 import time
 from decimal import Decimal
@@ -27,6 +28,16 @@ def run_line(run: Run, *, final: bool = False) -> dict:
     return line
 
 
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 class Command(BaseCommand):
     help = "Queue runs of an agent on tasks (one per task x repeat) and print one JSON line per run."
 
@@ -41,7 +52,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-cost", type=Decimal, default=None, help="cost budget of each run")
         parser.add_argument("--wait", action="store_true", help="wait for the runs to end and print results")
         parser.add_argument("--inline", action="store_true", help="execute the runs in this process (no worker needed)")
-        parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after seconds")
+        parser.add_argument(
+            "--timeout", type=positive_seconds, default=None, help="with --wait: give up after this many seconds"
+        )
 
     def resolve_agent(self, spec: str) -> Agent:
         agents_builtin_ensure()
