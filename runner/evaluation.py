@@ -41,6 +41,8 @@ try:
     else:
         score = module.get_score(submission)
         try:
+            if isinstance(score, (str, bytes, bool)):
+                raise TypeError("text and booleans are not scores")
             value = float(score)
         except (TypeError, ValueError):
             result = {"error": "get_score returned %s %.200r; expected a number" % (type(score).__name__, score)}

@@ -28,12 +28,12 @@ def _step_or_404(run: Run, index: int) -> Step:
 
 def run_list_view(request: HttpRequest) -> HttpResponse:
     filters = {key: request.GET.get(key) or None for key in ("status", "task", "agent")}
+    unknown_status = None
+    if filters["status"] and filters["status"] not in Run.Status.values:
+        unknown_status, filters["status"] = filters["status"], None
     page = Paginator(runs_list(**filters), 50).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "runner/run_list.html",
-        {"page": page, "filters": filters, "statuses": Run.Status.choices},
-    )
+    context = {"page": page, "filters": filters, "statuses": Run.Status.choices, "unknown_status": unknown_status}
+    return render(request, "runner/run_list.html", context)
 
 
 def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:

@@ -24,6 +24,10 @@ class EnvError(Exception):
     """The action could not be carried out; the message goes back to the agent as an observation."""
 
 
+# Room for the words an action puts around bounded output ("The script has been executed...", exit notes).
+WRAPPER_ROOM = 1000
+
+
 @dataclass
 class ActionOutcome:
     observation: str
@@ -192,7 +196,9 @@ class Environment:
         return clean
 
     def bound(self, observation: str) -> tuple[str, str | None]:
-        if len(observation) <= self.observation_limit:
+        """Cut an observation over the limit to its head and tail. Script output is bounded as it streams (and
+        says how much was cut), so the few words around it must not cut it a second time."""
+        if len(observation) <= self.observation_limit + WRAPPER_ROOM:
             return observation, None
         keeper = HeadTail(self.observation_limit)
         keeper.write(observation.encode())

@@ -120,7 +120,11 @@ def test_long_script_output_keeps_its_head_and_tail_and_says_what_was_cut(make_e
     env = make_env({"long.py": "for i in range(20000):\n    print('line', i)\n"}, observation_limit=2000)
     outcome = env.execute("Execute Script", {"script_name": "long.py"})
     assert "line 0\n" in outcome.observation and "line 19999" in outcome.observation
-    assert "bytes of output cut here" in outcome.observation
+    printed = sum(len(f"line {i}\n") for i in range(20000))
+    # Cut once, while streaming, by exactly what was not kept (1000 bytes of head and of tail).
+    assert outcome.observation.count("of output cut here") == 1
+    assert f"[... {printed - 2000} bytes of output cut here" in outcome.observation
+    assert outcome.detail["output_bytes"] == printed
     assert len(outcome.observation) < 3000
 
 

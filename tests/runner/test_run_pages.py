@@ -106,3 +106,15 @@ def test_an_improvement_just_under_the_threshold_does_not_read_as_the_threshold(
     for url in (reverse("runner:run_list"), reverse("runner:run_detail", args=[run.pk])):
         html = client.get(url).content.decode()
         assert "9.9%" in html and "10%<" not in html
+
+
+def test_the_runs_list_says_when_filters_match_nothing_or_make_no_sense_and_pages_keep_them(client, tiny_task):
+    runs = RunFactory.create_batch(51, task_version=tiny_task, status=Run.Status.FINISHED)
+    url = reverse("runner:run_list")
+
+    assert "No runs match these filters." in client.get(url + "?agent=nobody").content.decode()
+    bogus = client.get(url + "?status=bogus").content.decode()
+    assert "Unknown status bogus; expected one of queued" in bogus
+    assert f'href="/runs/{runs[-1].pk}/"' in bogus  # the bad filter is dropped, not applied
+    first = client.get(url + "?status=finished").content.decode()
+    assert "?status=finished&amp;page=2" in first

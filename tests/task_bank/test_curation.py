@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from task_bank.models import Task, TaskVersion
 from task_bank.services import packages_dir
 
-from ..factories import TINY_FILES, package_write
+from ..factories import TINY_FILES, RunFactory, package_write
 
 
 def tiny_zip(tmp_path, name="tiny.zip", extra=None):
@@ -126,6 +126,14 @@ def test_something_that_is_not_a_zip_is_refused(tmp_path):
             "get_score returned str 'high'; expected a number",
         ),
         (
+            {"scripts/eval.py": "def get_score(folder):\n    return '0.5'\n"},
+            "get_score returned str '0.5'; expected a number",
+        ),
+        (
+            {"scripts/eval.py": "def get_score(folder):\n    return True\n"},
+            "get_score returned bool True; expected a number",
+        ),
+        (
             {"scripts/prepare.py": "import sys\nprint('cannot build the data', file=sys.stderr)\nsys.exit(3)\n"},
             "prepare.py exited with code 3",
         ),
@@ -229,3 +237,12 @@ def test_refused_zips_leave_no_temporary_folders(nothing_imported, tmp_path, mon
         call_command("import_task", str(tiny_zip(tmp_path, extra={"../evil.txt": "x"})))
     assert list(scratch.iterdir()) == []
     assert nothing_imported()
+
+
+@pytest.mark.django_db
+def test_exports_to_a_place_that_cannot_be_written_say_so(tiny_task, tmp_path):
+    with pytest.raises(CommandError, match="cannot write .*No such file or directory"):
+        call_command("export_task", "tiny", str(tmp_path / "missing" / "tiny.zip"))
+    run = RunFactory(task_version=tiny_task)
+    with pytest.raises(CommandError, match="cannot write .*Is a directory"):
+        call_command("export_trace", str(run.pk), str(tmp_path))

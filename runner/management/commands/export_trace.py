@@ -22,6 +22,9 @@ class Command(BaseCommand):
         if opts["out"] == "-":
             self.stdout.write(text)
         else:
-            with open(opts["out"], "w") as fh:
-                fh.write(text)
+            try:
+                with open(opts["out"], "w") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise CommandError(f"cannot write {opts['out']}: {exc.strerror}") from exc
             self.stdout.write(f"wrote {opts['out']}")

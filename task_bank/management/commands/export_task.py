@@ -24,5 +24,8 @@ class Command(BaseCommand):
         )
         if version is None:
             raise CommandError(f"task {task.slug} has no version {opts['task_version']}")
-        count = task_export(version=version, out=Path(opts["out"]))
+        try:
+            count = task_export(version=version, out=Path(opts["out"]))
+        except OSError as exc:
+            raise CommandError(f"cannot write {opts['out']}: {exc.strerror}") from exc
         self.stdout.write(f"wrote {opts['out']}: {task.slug} v{version.number}, {count} files")
