@@ -70,6 +70,7 @@ class AgentChannel:
         self.stdin_fd = proc.stdin.fileno()
         os.set_blocking(self.stdin_fd, False)
         self.buffer = bytearray()
+        self.skipping_long_line = False
         self.stderr_tail = HeadTail(8192)
         self.stderr_log = open(stderr_log, "ab")  # noqa: SIM115 - closed in close()
         self.stderr_logged = 0
@@ -116,12 +117,20 @@ class AgentChannel:
 
     def _pop_line(self) -> bytes | None:
         newline = self.buffer.find(b"\n")
+        if self.skipping_long_line:  # the rest of a line already reported as too long: dropped, not re-reported
+            if newline < 0:
+                self.buffer.clear()
+                return None
+            del self.buffer[: newline + 1]
+            self.skipping_long_line = False
+            newline = self.buffer.find(b"\n")
         if newline >= 0:
             line = bytes(self.buffer[:newline])
             del self.buffer[: newline + 1]
             return line
         if len(self.buffer) > MAX_LINE_BYTES:
             self.buffer.clear()
+            self.skipping_long_line = True
             raise BadMessage(f"a line longer than {MAX_LINE_BYTES} bytes without a newline")
         return None
 

@@ -1,8 +1,8 @@
 """A test agent driven by its configuration: it writes the lines listed in config["script"] one by one.
 
 Each entry is either a protocol message (an object, sent as JSON), a raw string (sent as is, to test
-garbage), {"probe": "python expression"} to print its value to stderr, or {"exit": code, "stderr": text} to
-stop. After each line it reads the answer and prints it to
+garbage), {"probe": "python expression"} to print its value to stderr, {"long_line": n} to write one line of n bytes,
+or {"exit": code, "stderr": text} to stop. After each line it reads the answer and prints it to
 stderr, so tests can see what the agent received. A resumed or forked run starts with earlier steps in its
 history: the agent skips as many step-making entries of its script.
 """
@@ -17,7 +17,7 @@ sys.stderr.flush()
 for item in start["config"].get("script", []):
     # "<NUL>" in the script stands for a NUL character (the database that holds the script cannot store one).
     item = json.loads(json.dumps(item).replace("<NUL>", "\\u0000"))
-    makes_step = isinstance(item, str) or item.get("type") == "act"
+    makes_step = isinstance(item, str) or item.get("type") == "act" or "long_line" in item
     if makes_step and already:
         already -= 1
         continue
@@ -34,6 +34,8 @@ for item in start["config"].get("script", []):
     if isinstance(item, dict) and "exit" in item:
         print(item.get("stderr", ""), file=sys.stderr, flush=True)
         sys.exit(item["exit"])
+    if isinstance(item, dict) and "long_line" in item:
+        item = "x" * item["long_line"]  # one line of that many bytes (too long to be a message)
     line = item if isinstance(item, str) else json.dumps(item)
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
