@@ -146,6 +146,15 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
+
+
+def _static_headers(headers, path: str, url: str) -> None:
+    """Vendored libraries carry their version in their file name: browsers may keep them for a year."""
+    if "/vendor/" in url:
+        headers["Cache-Control"] = "public, max-age=31536000, immutable"
+
+
+WHITENOISE_ADD_HEADERS_FUNCTION = _static_headers
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 

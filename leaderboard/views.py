@@ -12,7 +12,7 @@ from .selectors import leaderboard_cells, leaderboard_rows, task_agent_rows, tas
 
 
 def home_view(request: HttpRequest) -> HttpResponse:
-    counts = Run.objects.aggregate(
+    counts = Run.objects.filter(purpose=Run.Purpose.BENCHMARK).aggregate(
         total=Count("pk"),
         live=Count("pk", filter=Q(status__in=Run.LIVE)),
         finished=Count("pk", filter=Q(status=Run.Status.FINISHED)),

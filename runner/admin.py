@@ -10,6 +10,20 @@ from .llm import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
 from .services import run_again, run_cancel, run_steps_score_queue, task_version_validate_queue
 
+admin.site.site_header = "mlab-bench administration"
+admin.site.site_title = "mlab-bench admin"
+admin.site.index_title = "Tasks, agents, runs and model endpoints"
+
+
+class RecordAdmin(admin.ModelAdmin):
+    """What a run recorded is evidence: shown, never edited or added by hand (runs are made by the services)."""
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields] + list(self.readonly_fields)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
@@ -19,7 +33,7 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Batch)
-class BatchAdmin(admin.ModelAdmin):
+class BatchAdmin(RecordAdmin):
     list_display = ["pk", "agent", "model", "repeats", "created_at"]
 
 
@@ -31,15 +45,22 @@ class StepInline(admin.TabularInline):
     readonly_fields = fields
     show_change_link = True
 
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
-    list_display = ["pk", "agent", "task", "status", "final_score", "succeeded", "steps_count", "created_at"]
+class RunAdmin(RecordAdmin):
+    list_display = ["pk", "agent", "task", "status", "final_score", "succeeded", "steps_count", "created_at", "trace"]
     list_filter = ["status", "purpose", "failure_kind", "agent", "task"]
     list_select_related = ["agent", "task"]
-    readonly_fields = ["created_at", "started_at", "finished_at", "heartbeat_at"]
+    readonly_fields = ["trace"]
     inlines = [StepInline]
     actions = ["cancel_runs", "run_again", "score_steps"]
+
+    @admin.display(description="Trace")
+    def trace(self, run: Run):
+        return format_html('<a href="{}">view the trace</a>', reverse("runner:run_detail", args=[run.pk]))
 
     @admin.action(description="Score every step (evaluate intermediate workspaces)")
     def score_steps(self, request, queryset) -> None:
@@ -58,13 +79,13 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Step)
-class StepAdmin(admin.ModelAdmin):
+class StepAdmin(RecordAdmin):
     list_display = ["run", "index", "action", "is_error", "duration_s"]
     list_select_related = ["run"]
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(admin.ModelAdmin):
+class LLMCallAdmin(RecordAdmin):
     list_display = ["run", "step_index", "model", "tokens_in", "tokens_out", "cost", "latency_s", "error"]
 
 

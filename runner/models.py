@@ -59,6 +59,7 @@ class Batch(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name_plural = "batches"
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.agent})"
@@ -206,6 +207,7 @@ class LLMCall(models.Model):
 
     class Meta:
         ordering = ["run", "created_at"]
+        verbose_name = "LLM call"
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.step_index} {self.model}"

@@ -32,11 +32,12 @@ def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, Sa
         value = str(step.entries[name])
         if name == PLAN and previous_plan is not None and value != previous_plan:
             before = set(previous_plan.splitlines())
-            lines = [
-                f'<span class="changed-line">{_marked(line)}</span>' if line not in before else _marked(line)
+            # A changed line is a block of its own: no newline after it, or the <pre> shows an empty line.
+            html = "".join(
+                f'<span class="changed-line">{_marked(line)}</span>' if line not in before else _marked(line) + "\n"
                 for line in value.splitlines()
-            ]
-            shown.append((name, mark_safe("\n".join(lines)), True))  # noqa: S308 - every line escaped above
+            )
+            shown.append((name, mark_safe(html.removesuffix("\n")), True))  # noqa: S308 - every line escaped
         else:
             shown.append((name, mark_safe(_marked(value)), False))  # noqa: S308 - escaped by _marked
     return shown

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from django.urls import reverse
 
-from leaderboard.charts import success_by_task_figure
+from leaderboard.charts import cost_vs_success_figure, success_by_task_figure
 from leaderboard.selectors import leaderboard_cells, leaderboard_rows
 from runner.models import Run
 
@@ -44,6 +44,15 @@ def test_the_success_chart_is_a_figure_of_the_cells(tiny_task):
     figure = success_by_task_figure(leaderboard_cells())
     assert figure["data"][0]["x"] == ["tiny"] and figure["data"][0]["y"] == [50.0]
     assert figure["data"][0]["name"] == "good@1"
+    assert figure["data"][0]["text"] == ["50%"]  # labelled, so 0% is told apart from no runs
+
+
+def test_the_cost_chart_has_a_named_point_per_entrant_on_a_cost_axis_from_zero(tiny_task):
+    make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3)])
+    make_runs(tiny_task, AgentFactory(name="weak"), [(False, 0.0)])
+    figure = cost_vs_success_figure(leaderboard_rows())
+    assert [(t["name"], t["y"]) for t in figure["data"]] == [("good@1", [100.0]), ("weak@1", [0.0])]
+    assert figure["layout"]["xaxis"]["range"][0] == 0
 
 
 def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, django_assert_max_num_queries):

@@ -15,3 +15,17 @@ def test_a_number_setting_that_is_not_a_number_names_the_variable(monkeypatch):
     assert env_float("BENCH_HEARTBEAT_S", 5.0) == 2.5
     monkeypatch.delenv("BENCH_TASK_MAX_BYTES")
     assert env_int("BENCH_TASK_MAX_BYTES", 7) == 7
+
+
+def test_vendored_libraries_are_served_offline_and_cached_long(client):
+    response = client.get("/static/vendor/plotly-3.7.0.min.js")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert client.get("/static/css/bench.css")["Cache-Control"] != "public, max-age=31536000, immutable"
+
+
+def test_a_missing_page_says_what_was_not_found_inside_the_site(client, db):
+    response = client.get("/runs/999999/")
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "<h1>Not found</h1>" in html and 'href="/tasks/"' in html

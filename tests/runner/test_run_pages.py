@@ -118,3 +118,30 @@ def test_the_runs_list_says_when_filters_match_nothing_or_make_no_sense_and_page
     assert f'href="/runs/{runs[-1].pk}/"' in bogus  # the bad filter is dropped, not applied
     first = client.get(url + "?status=finished").content.decode()
     assert "?status=finished&amp;page=2" in first
+
+
+def test_in_the_admin_a_runs_record_is_read_only_and_links_to_its_trace(admin_client, finished_run):
+    url = reverse("admin:runner_run_change", args=[finished_run.pk])
+    html = admin_client.get(url).content.decode()
+    assert 'name="final_score"' not in html and 'name="succeeded"' not in html and 'name="status"' not in html
+    assert f'href="/runs/{finished_run.pk}/"' in html
+    assert admin_client.get(reverse("admin:runner_run_add")).status_code == 403
+    admin_client.post(url, {"final_score": "99", "succeeded": "on", "status": "finished"})
+    finished_run.refresh_from_db()
+    assert finished_run.final_score != 99
+    step = finished_run.steps.first()
+    assert (
+        'name="observation"'
+        not in admin_client.get(reverse("admin:runner_step_change", args=[step.pk])).content.decode()
+    )
+
+
+def test_a_run_not_started_says_so_and_a_cancelled_one_is_not_an_error(client, tiny_task):
+    queued = RunFactory(task_version=tiny_task, status=Run.Status.QUEUED)
+    html = client.get(reverse("runner:run_detail", args=[queued.pk])).content.decode()
+    assert "not started" in html and "waiting for a worker" in html and "peak memory" not in html
+
+    cancelled = RunFactory(task_version=tiny_task, status=Run.Status.CANCELLED, error="cancelled before it started")
+    html = client.get(reverse("runner:run_detail", args=[cancelled.pk])).content.decode()
+    assert '<div class="note"><strong>Cancelled:</strong> cancelled before it started</div>' in html
+    assert 'class="error"' not in html
