@@ -18,9 +18,11 @@ def score_over_steps_figure(steps: list[dict], *, baseline: float | None, metric
     points = [(s["index"], s["score"]) for s in steps if s["score"] is not None]
     if not points:
         return None
-    figure = go.Figure(layout={**LAYOUT, "height": 260, "title": f"{metric} after each step"})
+    layout = {**LAYOUT, "height": 260, "margin": {**LAYOUT["margin"], "b": 45}, "title": f"{metric} after each step"}
+    figure = go.Figure(layout=layout)
     figure.add_scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name="score")
     if baseline is not None:
         figure.add_hline(y=baseline, line_dash="dash", annotation_text="baseline")
     figure.update_xaxes(title="step")
+    figure.update_yaxes(title=metric)
     return figure.to_plotly_json()

@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<int:pk>/trace.json", views.run_trace_json_view, name="run_trace_json"),
     path("runs/<int:pk>/cancel/", views.run_cancel_view, name="run_cancel"),
     path("runs/<int:pk>/again/", views.run_again_view, name="run_again"),
+    path("runs/<int:pk>/score-steps/", views.run_score_steps_view, name="run_score_steps"),
     path("runs/<int:pk>/steps/<int:index>/fork/", views.run_fork_view, name="run_fork"),
     path("runs/<int:pk>/steps/<int:index>/changes/", views.step_changes_view, name="step_changes"),
     path("runs/<int:pk>/steps/<int:index>/files/", views.step_files_view, name="step_files"),

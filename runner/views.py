@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 from .charts import score_over_steps_figure
 from .models import Run, Step
 from .selectors import run_detail, run_steps, run_trace_json, runs_list
-from .services import RunRequestError, run_again, run_cancel, run_fork
+from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
 from .trace import steps_display, workspace_changes, workspace_file, workspace_files
 
 
@@ -108,6 +108,23 @@ def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("runner:run_detail", pk=pk)
     messages.success(request, f"Queued run {again.pk}: the same agent, model, task version and limits.")
     return redirect("runner:run_detail", pk=again.pk)
+
+
+@require_POST
+@staff_member_required
+def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_or_404(pk)
+    if run.is_live:
+        messages.error(request, "The run is still going: score its steps once it has ended.")
+    else:
+        jobs = run_steps_score_queue(run=run)
+        messages.success(
+            request,
+            f"Queued {jobs} evaluation job(s), one per distinct workspace; the score chart fills in as they finish."
+            if jobs
+            else "Every step already has its score.",
+        )
+    return redirect("runner:run_detail", pk=pk)
 
 
 @require_POST

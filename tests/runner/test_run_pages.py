@@ -145,3 +145,20 @@ def test_a_run_not_started_says_so_and_a_cancelled_one_is_not_an_error(client, t
     html = client.get(reverse("runner:run_detail", args=[cancelled.pk])).content.decode()
     assert '<div class="note"><strong>Cancelled:</strong> cancelled before it started</div>' in html
     assert 'class="error"' not in html
+
+
+def test_staff_can_score_every_step_of_an_ended_run_from_its_page(
+    admin_client, client, tiny_task, django_capture_on_commit_callbacks
+):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED)
+    for index, snapshot in enumerate(["a" * 64, "a" * 64, "b" * 64]):
+        StepFactory(run=run, index=index, snapshot=snapshot)
+    url = reverse("runner:run_detail", args=[run.pk])
+    assert "Score every step" in admin_client.get(url).content.decode()
+    assert "Score every step" not in client.get(url).content.decode()
+
+    with django_capture_on_commit_callbacks(execute=False) as jobs:
+        response = admin_client.post(reverse("runner:run_score_steps", args=[run.pk]), follow=True)
+    assert len(jobs) == 2  # one evaluation per distinct workspace
+    assert "Queued 2 evaluation job(s)" in response.content.decode()
+    assert client.post(reverse("runner:run_score_steps", args=[run.pk])).status_code == 302  # to the login page
