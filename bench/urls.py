@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -12,6 +14,7 @@ router.register("tasks", TaskViewSet, basename="task")
 router.register("runs", RunViewSet, basename="run")
 
 urlpatterns = [
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>
     path("admin/", admin.site.urls),
     path("api/v1/", include(router.urls)),
     path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),

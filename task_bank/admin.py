@@ -18,8 +18,13 @@ class TaskVersionInline(admin.TabularInline):
     model = TaskVersion
     extra = 0
     can_delete = False
-    fields = ["number", "digest", "status", "baseline_score", "baseline_time_s", "validated_at", "created_at"]
+    fields = ["number", "short_digest", "status", "baseline_score", "baseline_time_s", "validated_at", "created_at"]
     readonly_fields = fields
+
+    @admin.display(description="Digest")
+    def short_digest(self, version: TaskVersion) -> str:
+        return version.digest[:12]
+
     show_change_link = True
 
 

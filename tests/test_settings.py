@@ -29,3 +29,9 @@ def test_a_missing_page_says_what_was_not_found_inside_the_site(client, db):
     html = response.content.decode()
     assert response.status_code == 404
     assert "<h1>Not found</h1>" in html and 'href="/tasks/"' in html
+
+
+def test_the_favicon_is_found_where_browsers_look_for_it(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == "/static/favicon.svg"
+    assert client.get(response["Location"]).status_code == 200
