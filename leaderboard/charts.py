@@ -38,7 +38,7 @@ def success_by_task_figure(cells: list[dict]) -> dict:
 def cost_vs_success_figure(rows: list[dict]) -> dict:
     """Scatter: mean cost per run against success rate, one coloured, named point per agent/model."""
     figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})
-    for row in rows:
+    for row in sorted(rows, key=entrant):  # the bar chart's order, so each entrant has the same colour in both
         name = entrant(row)
         figure.add_scatter(
             name=name,
@@ -46,11 +46,12 @@ def cost_vs_success_figure(rows: list[dict]) -> dict:
             y=[round(100 * row["success_rate"], 1)],
             text=[name],
             mode="markers+text",
-            textposition="top center",
+            textposition="middle right",
             marker={"size": 8 + min(row["runs"], 40)},
             hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}%<extra></extra>",
         )
     highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
-    figure.update_xaxes(title="mean cost per run", range=[0, highest * 1.15 if highest else 1])
+    top = highest * 1.3 if highest else 1
+    figure.update_xaxes(title="mean cost per run", range=[-0.06 * top, top])  # costs start at 0; a margin for markers
     figure.update_yaxes(title="success rate (%)", range=[-8, 115])
     return figure.to_plotly_json()
