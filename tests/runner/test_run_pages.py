@@ -162,3 +162,14 @@ def test_staff_can_score_every_step_of_an_ended_run_from_its_page(
     assert len(jobs) == 2  # one evaluation per distinct workspace
     assert "Queued 2 evaluation job(s)" in response.content.decode()
     assert client.post(reverse("runner:run_score_steps", args=[run.pk])).status_code == 302  # to the login page
+
+
+def test_a_long_run_has_an_index_to_jump_to_each_step(client, tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED)
+    for index in range(5):
+        StepFactory(run=run, index=index, action="List Files", is_error=index == 3)
+    html = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    index_nav = html.split('<nav class="step-index"', 1)[1].split("</nav>", 1)[0]
+    assert [f'href="#step-{i}"' in index_nav for i in range(5)] == [True] * 5
+    assert 'class="err" title="List Files (error)">3</a>' in index_nav
+    assert all(f'id="step-{i}"' in html for i in range(5))
