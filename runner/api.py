@@ -9,7 +9,7 @@ from task_bank.models import Task
 
 from .models import Agent, Run, Step
 from .selectors import runs_list
-from .services import RunRequestError, batch_create, run_cancel
+from .services import RunRequestError, agent_resolve, batch_create, run_cancel
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -49,13 +49,10 @@ class RunRequestSerializer(serializers.Serializer):
     max_cost = serializers.DecimalField(required=False, max_digits=12, decimal_places=6, min_value=Decimal(0))
 
     def validate_agent(self, value: str) -> Agent:
-        name, _, version = value.partition("@")
-        agents = Agent.objects.filter(name=name, **({"version": version} if version else {}))
-        agent = agents.order_by("-created_at").first()
-        if agent is None:
-            valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
-            raise serializers.ValidationError(f"unknown agent {value!r}; valid agents: {', '.join(valid)}")
-        return agent
+        try:
+            return agent_resolve(value)
+        except RunRequestError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate_tasks(self, slugs: list[str]) -> list[Task]:
         tasks = {t.slug: t for t in Task.objects.select_related("current_version").filter(slug__in=slugs)}

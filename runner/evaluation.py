@@ -17,7 +17,7 @@ from .preparation import PreparedTask
 from .sandbox import Limits, Mount, Sandbox, folder_mounts, sandbox_python
 from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import run_process
-from .snapshots import BlobStore, Manifest, manifest_restore, remove_tree
+from .snapshots import BlobStore, Manifest, remove_tree, workspace_restore
 
 # Runs inside the sandbox: import scripts/eval.py as MLAgentBench does and call get_score on the submission.
 # The score goes back on a pipe (argv[3]: its descriptor, or a folder for backends that cannot pass one).
@@ -98,8 +98,7 @@ def evaluate(
     try:
         env_dir = scratch / "env"
         read_only = set(prepared.read_only_files)
-        manifest_restore(manifest, env_dir, BlobStore(), link=read_only if sandbox.protects_links else set())
-        writable_for_sandbox(env_dir, read_only=read_only)
+        workspace_restore(manifest, env_dir, BlobStore(), read_only=read_only, sandbox=sandbox)
         mounts = [Mount(prepared.scripts_dir, "/task/scripts"), *folder_mounts(env_dir, "/task/env", read_only)]
         memory = int(prepared.version.resources.get("memory_mb", 4096))
         options = {}

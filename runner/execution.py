@@ -30,9 +30,8 @@ from .models import LLMCall, Run, Step
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .protocol import AgentChannel, AgentExited, BadMessage
 from .sandbox import Limits, Mount, SandboxError, get_sandbox, sandbox_python
-from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import HeadTail, Interrupted
-from .snapshots import BlobStore, manifest_restore, remove_tree
+from .snapshots import BlobStore, remove_tree, workspace_restore
 from .text import db_json, db_text
 
 log = logging.getLogger(__name__)
@@ -254,14 +253,14 @@ class RunSession:
         self.dir.mkdir(parents=True, exist_ok=True)
         last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
         manifest = self.store.manifest_load(last) if last else prepared.env_manifest
-        read_only = set(prepared.read_only_files)
-        link = read_only if self.sandbox.protects_links else set()
-        self.snapshotter = manifest_restore(manifest, self.workspace, self.store, link=link)
-        writable_for_sandbox(self.workspace, read_only=read_only)
+        self.snapshotter = workspace_restore(
+            manifest, self.workspace, self.store, read_only=set(prepared.read_only_files), sandbox=self.sandbox
+        )
         if not self.run.initial_snapshot:
             self.run.initial_snapshot = prepared.env_manifest_sha
             Run.objects.filter(pk=self.run.pk).update(initial_snapshot=prepared.env_manifest_sha)
         resources = self.version.resources or {}
+        cpus = float(resources.get("cpus", 1))
         self.environment = Environment(
             workspace=self.workspace,
             sandbox=self.sandbox,
@@ -269,17 +268,16 @@ class RunSession:
             read_only_files=prepared.read_only_files,
             limits=Limits(
                 memory_mb=int(resources.get("memory_mb", 4096)) * 2,
-                cpus=float(resources.get("cpus", 1)),
+                cpus=cpus,
                 gpus=int(resources.get("gpus", 0)),
-                cpu_seconds=settings.BENCH_ACTION_CPU_S
-                or int(settings.BENCH_ACTION_TIMEOUT_S * max(float(resources.get("cpus", 1)), 1)),
+                cpu_seconds=settings.BENCH_ACTION_CPU_S or int(settings.BENCH_ACTION_TIMEOUT_S * max(cpus, 1)),
             ),
             action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
             observation_limit=settings.BENCH_OBSERVATION_LIMIT,
             on_output=self.on_output,
             tick=self.tick,
             python=sandbox_python(),
-            cpus=int(resources.get("cpus", 1)),
+            cpus=int(cpus),
             research_problem=self.version.research_problem,
             llm=self.action_llm if self.run.model else None,
             workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,

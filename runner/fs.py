@@ -9,6 +9,7 @@ refused, never opened for blocking I/O.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -92,7 +93,7 @@ def open_file(
         try:
             fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=parent)
         except OSError as exc:
-            if exc.errno in (40, 6):  # ELOOP: a link; ENXIO: a FIFO without a reader
+            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a link; a FIFO without a reader
                 raise UnsafePath(f"'{parts[-1]}' is a link or a special file") from None
             raise
     st = os.fstat(fd)
@@ -161,11 +162,16 @@ def unlink(root: Path, rel: str) -> None:
         os.unlink(parts[-1], dir_fd=parent)
 
 
+def stat_key(st: os.stat_result) -> tuple[int, int, int]:
+    """(inode, size, mtime_ns): a file whose key is unchanged is taken to have unchanged content."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass
 class Entry:
     rel: str
     size: int
-    key: tuple[int, int, int]  # (inode, size, mtime_ns): unchanged key, unchanged content
+    key: tuple[int, int, int]  # stat_key
 
 
 def walk_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files: int = 200_000) -> Iterator[Entry]:
@@ -196,7 +202,7 @@ def walk_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files
                         count += 1
                         if count > max_files:
                             return
-                        yield Entry(rel, st.st_size, (st.st_ino, st.st_size, st.st_mtime_ns))
+                        yield Entry(rel, st.st_size, stat_key(st))
             finally:
                 os.close(fd)
     finally:

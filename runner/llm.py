@@ -312,7 +312,8 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
     # An agent may use its run's model and its configured fast model, nothing else it finds configured.
-    allowed = {run.model, (run.agent.config or {}).get("fast_model")} - {None, ""}
+    fast = (run.agent.config or {}).get("fast_model") or ""
+    allowed = {run.model, fast} - {""}
     model = message.get("model") or run.model
     if not allowed:
         return {
@@ -320,12 +321,8 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
             "message": "this run has no model: it was started without one (bench_run --model NAME gives it one)",
         }
     if model not in allowed:
-        return {
-            "type": "error",
-            "message": f"this run may use the model {run.model!r}"
-            + (f" or the agent's fast model {sorted(allowed - {run.model})[0]!r}" if allowed - {run.model} else "")
-            + f", not {model!r}",
-        }
+        also = f" or the agent's fast model {fast!r}" if fast and fast != run.model else ""
+        return {"type": "error", "message": f"this run may use the model {run.model!r}{also}, not {model!r}"}
     try:
         result = complete(
             run=run,

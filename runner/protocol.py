@@ -65,8 +65,8 @@ class AgentChannel:
         os.set_blocking(self.stdout_fd, False)
         os.set_blocking(self.stderr_fd, False)
         self.selector = selectors.DefaultSelector()
-        self.selector.register(self.stdout_fd, selectors.EVENT_READ, "stdout")
-        self.selector.register(self.stderr_fd, selectors.EVENT_READ, "stderr")
+        self.selector.register(self.stdout_fd, selectors.EVENT_READ)
+        self.selector.register(self.stderr_fd, selectors.EVENT_READ)
         self.stdin_fd = proc.stdin.fileno()
         os.set_blocking(self.stdin_fd, False)
         self.buffer = bytearray()
@@ -101,6 +101,15 @@ class AgentChannel:
             self.stderr_log.flush()
             self.stderr_logged += len(chunk)
 
+    def _take(self, fd: int, data: bytes) -> None:
+        """What the agent wrote: stdout is buffered as messages (bounded), stderr goes to its log."""
+        if fd == self.stdout_fd:
+            self.buffer += data
+            if len(self.buffer) > MAX_PENDING_BYTES:
+                raise AgentExited(self.finish())
+        else:
+            self._stderr(data)
+
     def _read_available(self) -> None:
         """Take what the agent has written so far (used while a send waits for it to read)."""
         for fd in (self.stdout_fd, self.stderr_fd):
@@ -108,12 +117,7 @@ class AgentChannel:
                 data = os.read(fd, 65536)
             except (BlockingIOError, OSError):
                 continue
-            if fd == self.stdout_fd:
-                self.buffer += data
-                if len(self.buffer) > MAX_PENDING_BYTES:
-                    raise AgentExited(self.finish())
-            else:
-                self._stderr(data)
+            self._take(fd, data)
 
     def _pop_line(self) -> bytes | None:
         newline = self.buffer.find(b"\n")
@@ -156,12 +160,7 @@ class AgentChannel:
                 if not data:
                     self.selector.unregister(key.fd)
                     continue
-                if key.data == "stdout":
-                    self.buffer += data
-                    if len(self.buffer) > MAX_PENDING_BYTES:
-                        raise AgentExited(self.finish())
-                else:
-                    self._stderr(data)
+                self._take(key.fd, data)
             tick()
 
     def finish(self, grace_s: float = 0.0) -> int | None:

@@ -27,6 +27,17 @@ def run_enqueue(run: Run) -> None:
     transaction.on_commit(lambda: execute_run.apply_async(args=[run.pk], time_limit=run.max_time_s + margin))
 
 
+def agent_resolve(spec: str) -> Agent:
+    """An agent by "name" (its newest version) or "name@version"; the error lists the valid ones."""
+    name, _, version = spec.partition("@")
+    agents = Agent.objects.filter(name=name, **({"version": version} if version else {}))
+    agent = agents.order_by("-created_at").first()
+    if agent is None:
+        valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
+        raise RunRequestError(f"unknown agent {spec!r}; valid agents: {', '.join(valid)}")
+    return agent
+
+
 def limits_check(
     *, max_steps: int | None, max_time_s: int | None, max_tokens: int | None, max_cost: Decimal | None
 ) -> None:

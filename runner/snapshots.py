@@ -20,6 +20,7 @@ from pathlib import Path
 from django.conf import settings
 
 from . import fs
+from .sandbox.identity import writable_for_sandbox
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -62,8 +63,8 @@ class BlobStore:
             return self._put(src, link_from=None)
 
     def _put(self, src, *, link_from: Path | None) -> tuple[str, int]:
+        """Hash src while copying it to a temporary blob; with link_from, hard-link that file instead."""
         link = link_from is not None
-        path = link_from
         digest = hashlib.sha256()
         size = 0
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
@@ -80,9 +81,9 @@ class BlobStore:
             elif link:
                 os.unlink(tmp)
                 try:
-                    os.link(path, tmp)
+                    os.link(link_from, tmp)
                 except OSError:
-                    shutil.copyfile(path, tmp)
+                    shutil.copyfile(link_from, tmp)
                 self._commit(Path(tmp), sha)
             else:
                 self._commit(Path(tmp), sha)
@@ -110,8 +111,7 @@ class Snapshotter:
     _known: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
 
     def remember(self, rel: str, sha: str) -> None:
-        st = os.stat(self.workspace / rel)
-        self._known[rel] = ((st.st_ino, st.st_size, st.st_mtime_ns), sha)
+        self._known[rel] = (fs.stat_key(os.stat(self.workspace / rel)), sha)
 
     def take(self) -> tuple[str, Manifest]:
         """Regular files only (links, FIFOs and sockets are not part of a submission), read through
@@ -126,9 +126,9 @@ class Snapshotter:
                     fd = fs.open_entry(self.workspace, entry.rel)
                 except (OSError, fs.UnsafePath):
                     continue  # gone or replaced by a link since it was listed
-                key = os.fstat(fd)
+                key = fs.stat_key(os.fstat(fd))
                 sha, size = self.store.put_fd(fd)
-                self._known[entry.rel] = ((key.st_ino, key.st_size, key.st_mtime_ns), sha)
+                self._known[entry.rel] = (key, sha)
             manifest[entry.rel] = [sha, size]
         for rel in set(self._known) - set(manifest):
             del self._known[rel]
@@ -159,6 +159,14 @@ def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: 
             shutil.copyfile(source, target)
             os.chmod(target, 0o644)
         snapshotter.remember(rel, sha)
+    return snapshotter
+
+
+def workspace_restore(manifest: Manifest, dest: Path, store: BlobStore, *, read_only: set[str], sandbox) -> Snapshotter:
+    """Lay out a snapshot as a workspace for sandboxed code: the task's read-only files hard-linked to their
+    blobs where the sandbox keeps them safe (copied otherwise), and every other file the sandbox user's."""
+    snapshotter = manifest_restore(manifest, dest, store, link=read_only if sandbox.protects_links else set())
+    writable_for_sandbox(dest, read_only=read_only)
     return snapshotter
 
 

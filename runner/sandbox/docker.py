@@ -172,8 +172,6 @@ class DockerSandbox(Sandbox):
         env: dict[str, str],
         limits: Limits,
         network: bool,
-        gpus: int = 0,
-        cpus: float | None = None,
     ) -> dict:
         from docker.types import DeviceRequest, Ulimit
         from docker.types import Mount as DockerMount
@@ -209,10 +207,10 @@ class DockerSandbox(Sandbox):
         if limits.memory_mb:
             spec["mem_limit"] = f"{limits.memory_mb}m"
             spec["memswap_limit"] = f"{limits.memory_mb}m"
-        if cpus:
-            spec["nano_cpus"] = int(cpus * 1e9)
-        if gpus:
-            spec["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+        if limits.cpus:
+            spec["nano_cpus"] = int(limits.cpus * 1e9)
+        if limits.gpus:
+            spec["device_requests"] = [DeviceRequest(count=limits.gpus, capabilities=[["gpu"]])]
         if settings.BENCH_DOCKER_USER:
             spec["user"] = settings.BENCH_DOCKER_USER
         return spec
@@ -234,16 +232,8 @@ class DockerSandbox(Sandbox):
         if pass_fds:
             raise SandboxError("the docker sandbox cannot hand file descriptors to a container")
         full_env = self.environment(env, "/usr/local/bin")
-        limits = limits or Limits()
         spec = self.container_spec(
-            argv,
-            mounts=mounts,
-            cwd=cwd,
-            env=full_env,
-            limits=limits,
-            network=network,
-            gpus=limits.gpus,
-            cpus=limits.cpus,
+            argv, mounts=mounts, cwd=cwd, env=full_env, limits=limits or Limits(), network=network
         )
         try:
             container = self.client.containers.create(**spec)

@@ -83,10 +83,3 @@ def owned_by_root(root: Path) -> None:
             os.chown(path, 0, 0, follow_symlinks=False)
             if not stat.S_ISLNK(st.st_mode):
                 os.chmod(path, (st.st_mode & 0o755) | (0o755 if is_dir else 0o644))
-
-
-def give_to_sandbox(fd: int) -> None:
-    """A file the trusted environment created or rewrote belongs to the sandbox user, like its own files."""
-    ids = sandbox_ids()
-    if ids is not None:
-        os.fchown(fd, *ids)

@@ -22,10 +22,8 @@ def test_the_container_spec_isolates_and_limits(settings):
         ],
         cwd="/workspace",
         env={"OMP_NUM_THREADS": "2"},
-        limits=Limits(memory_mb=2048, processes=128, file_size_mb=100, tmp_mb=256, cpu_seconds=600),
+        limits=Limits(memory_mb=2048, processes=128, file_size_mb=100, tmp_mb=256, cpu_seconds=600, cpus=2, gpus=1),
         network=False,
-        gpus=1,
-        cpus=2,
     )
 
     assert spec["image"] == "mlab-bench-sandbox:test"

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runner.agents import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.models import Agent, Run
-from runner.services import RunRequestError, batch_create
+from runner.services import RunRequestError, agent_resolve, batch_create
 from task_bank.models import Task
 
 
@@ -58,15 +58,10 @@ class Command(BaseCommand):
 
     def resolve_agent(self, spec: str) -> Agent:
         agents_builtin_ensure()
-        name, _, version = spec.partition("@")
-        qs = Agent.objects.filter(name=name)
-        if version:
-            qs = qs.filter(version=version)
-        agent = qs.order_by("-created_at").first()
-        if agent is None:
-            valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
-            raise CommandError(f"unknown agent {spec!r}; valid agents: {', '.join(valid)}")
-        return agent
+        try:
+            return agent_resolve(spec)
+        except RunRequestError as exc:
+            raise CommandError(str(exc)) from exc
 
     def resolve_tasks(self, slugs: list[str]) -> list[Task]:
         tasks = {t.slug: t for t in Task.objects.select_related("current_version").filter(slug__in=slugs)}
