@@ -49,7 +49,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from runner.actions import Environment
-    from runner.sandbox import get_sandbox, sandbox_python
+    from runner.sandboxes import get_sandbox, sandbox_python
 
     python = sandbox_python()
     workspace = var / "ws"
@@ -75,14 +75,20 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from runner.agents import agents_builtin_ensure
     from runner.execution import RunSession, run_claim
-    from runner.models import Run
+    from runner.models import Run, RunLimits
     from runner.preparation import task_version_prepare
     from runner.services import run_create
     from task_bank.services import BUILTIN_DIR, task_import
 
     version, _ = task_import(root=BUILTIN_DIR / "digits", slug="bench-digits")
     agent = next(a for a in agents_builtin_ensure() if a.name == "baseline")
-    run = run_create(task=version.task, agent=agent, enqueue=False, max_steps=10_000, purpose=Run.Purpose.VALIDATION)
+    run = run_create(
+        task=version.task,
+        agent=agent,
+        enqueue=False,
+        limits=RunLimits(max_steps=10_000),
+        purpose=Run.Purpose.VALIDATION,
+    )
     session = RunSession(run_claim(run.pk))
     session.sandbox = get_sandbox()
     session.layout(task_version_prepare(version, sandbox=session.sandbox))

@@ -6,9 +6,10 @@ from django.utils.html import format_html
 from task_bank import admin as task_bank_admin
 from task_bank.models import Task, TaskVersion
 
+from .execution.validation import task_version_validate_queue
 from .llm import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
-from .services import run_again, run_cancel, run_steps_score_queue, task_version_validate_queue
+from .services import run_again, run_cancel, run_steps_score_queue
 
 admin.site.site_header = "mlab-bench administration"
 admin.site.site_title = "mlab-bench admin"

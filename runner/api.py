@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from task_bank.models import Task
 
-from .models import Agent, Run, Step
+from .models import Agent, Run, RunLimits, Step
 from .selectors import runs_list
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
 
@@ -90,10 +90,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
                 tasks=data["tasks"],
                 repeats=data["repeats"],
                 model=data["model"],
-                max_steps=data.get("max_steps"),
-                max_time_s=data.get("max_time_s"),
-                max_tokens=data.get("max_tokens"),
-                max_cost=data.get("max_cost"),
+                limits=RunLimits(**{name: data.get(name) for name in RunLimits.NAMES}),
             )
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .preparation import PreparedTask
-from .sandbox import Limits, Mount, Sandbox, folder_mounts, sandbox_python
+from .models import Step, error_summary
+from .preparation import PreparedTask, task_version_prepare
+from .sandbox import Limits, Mount, Sandbox, folder_mounts
 from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import run_process
+from .sandboxes import get_sandbox
 from .snapshots import BlobStore, Manifest, remove_tree, workspace_restore
 
 # Runs inside the sandbox: import scripts/eval.py as MLAgentBench does and call get_score on the submission.
@@ -107,11 +109,11 @@ def evaluate(
             channel, options["pass_fds"] = str(write_end), (write_end,)
         else:
             (scratch / "out").mkdir()
-            writable_for_sandbox(scratch / "out")
+            writable_for_sandbox(scratch / "out", sandbox.ids)
             mounts.append(Mount(scratch / "out", "/task/out", writable=True))
             channel = "/task/out"
         proc = sandbox.popen(
-            [sandbox_python(), "-c", HARNESS, "/task/scripts", "/task/env", channel],
+            [sandbox.python, "-c", HARNESS, "/task/scripts", "/task/env", channel],
             mounts=mounts,
             cwd="/task/scripts",
             limits=Limits(memory_mb=max(memory, 2048) * 2),
@@ -159,10 +161,6 @@ def _read_result(read_end: int | None, path: Path) -> bytes:
 
 def step_score(*, step_id: int) -> float | None:
     """Score the workspace as it was after one step; every step of the run with that snapshot gets the score."""
-    from .models import Step, error_summary
-    from .preparation import task_version_prepare
-    from .sandbox import get_sandbox
-
     step = Step.objects.select_related("run__task_version").get(pk=step_id)
     sandbox = get_sandbox(step.run.sandbox or None)
     prepared = task_version_prepare(step.run.task_version, sandbox=sandbox)

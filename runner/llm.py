@@ -14,7 +14,7 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
@@ -36,12 +36,27 @@ CHARS_PER_TOKEN = 4
 
 
 class LLMError(Exception):
-    """A completion could not be made. ``kind``: request (the caller's fault; the run goes on), budget (a run
-    limit; the run ends as a limit) or infrastructure (endpoint missing or failing; not the agent's fault)."""
+    """A completion could not be made; the subclass says whose fault it was (``kind`` names it)."""
 
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+    kind = ""
+
+
+class LLMRequestError(LLMError):
+    """The caller asked for something wrong (bad options, a refused request): the run goes on."""
+
+    kind = "request"
+
+
+class LLMBudgetError(LLMError):
+    """The call would take the run over its token or cost budget: the run ends at a limit."""
+
+    kind = "budget"
+
+
+class LLMInfrastructureError(LLMError):
+    """The endpoint is missing, misconfigured or failing: not the agent's fault."""
+
+    kind = "infrastructure"
 
 
 @dataclass
@@ -56,12 +71,11 @@ class Completion:
 
 def endpoint_for(model: str) -> ModelEndpoint:
     if not model:
-        raise LLMError("request", "this run has no model; start it with --model NAME to let it make LLM calls")
+        raise LLMRequestError("this run has no model; start it with --model NAME to let it make LLM calls")
     endpoint = ModelEndpoint.objects.filter(name=model, is_enabled=True).first()
     if endpoint is None:
         names = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
-        raise LLMError(
-            "infrastructure",
+        raise LLMInfrastructureError(
             f"no model endpoint named {model!r}; configured: {', '.join(names) or 'none'}",
         )
     return endpoint
@@ -72,8 +86,7 @@ def api_key_for(endpoint: ModelEndpoint) -> str:
         return "not-needed"
     key = os.environ.get(endpoint.api_key_env, "")
     if not key:
-        raise LLMError(
-            "infrastructure",
+        raise LLMInfrastructureError(
             f"the API key of endpoint {endpoint.name} is not set: environment variable {endpoint.api_key_env} "
             "is empty on this worker",
         )
@@ -98,16 +111,14 @@ def budget_check(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_to
     if fresh["max_tokens"] is not None:
         would = fresh["tokens_in"] + fresh["tokens_out"] + prompt + max_tokens
         if would > fresh["max_tokens"]:
-            raise LLMError(
-                "budget",
+            raise LLMBudgetError(
                 f"the run's token budget of {fresh['max_tokens']} would be exceeded: {fresh['tokens_in']} + "
                 f"{fresh['tokens_out']} used, this call needs up to {prompt + max_tokens}",
             )
     if fresh["max_cost"] is not None:
         would_cost = fresh["cost"] + cost_of(endpoint, prompt, max_tokens)
         if would_cost > fresh["max_cost"]:
-            raise LLMError(
-                "budget",
+            raise LLMBudgetError(
                 f"the run's cost budget of {fresh['max_cost']} would be exceeded: {fresh['cost']} spent, this "
                 f"call may cost up to {cost_of(endpoint, prompt, max_tokens):.6f}",
             )
@@ -187,14 +198,14 @@ def complete(
     endpoint = endpoint_for(model_name)
     options = options_check(options or {})
     if not _messages_ok(messages):
-        raise LLMError("request", 'messages must be a list of {"role": "system|user|assistant", "content": "..."}')
+        raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     if run is not None:
         budget_check(run, endpoint, messages, int(options["max_tokens"]))
     client = openai.OpenAI(
         base_url=endpoint.base_url, api_key=api_key_for(endpoint), timeout=endpoint.timeout_s, max_retries=0
     )
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
-    started = time.monotonic()
+    call = _Call(run=run, endpoint=endpoint, messages=messages, step_index=step_index, purpose=purpose)
     errors: list[str] = []
     lease = _lease_acquire(endpoint, run, tick)
     try:
@@ -206,13 +217,10 @@ def complete(
                     raise
                 errors.append(_describe(exc))
                 if not _transient(exc):
-                    kind = (
-                        "request"
-                        if isinstance(exc, openai.BadRequestError | openai.NotFoundError)
-                        else ("infrastructure")
-                    )
-                    _record(run, endpoint, messages, "", 0, 0, started, step_index, purpose, "; ".join(errors))
-                    raise LLMError(kind, f"the model endpoint {endpoint.name} refused the call: {errors[-1]}") from exc
+                    refused = isinstance(exc, openai.BadRequestError | openai.NotFoundError)
+                    error_class = LLMRequestError if refused else LLMInfrastructureError
+                    call.record(error="; ".join(errors))
+                    raise error_class(f"the model endpoint {endpoint.name} refused the call: {errors[-1]}") from exc
                 if attempt + 1 < attempts:
                     delay = _retry_after(exc) or min(settings.BENCH_LLM_BACKOFF_S * 2**attempt, 30.0)
                     _sleep(delay * (0.8 + 0.4 * random.random()), tick)
@@ -223,15 +231,14 @@ def complete(
             notes = [f"retried after: {'; '.join(errors)}"] if errors else []
             if not usage:
                 notes.append("the endpoint reported no usage; tokens estimated from characters")
-            note = "\n".join(notes)
-            call = _record(run, endpoint, messages, text, tokens_in, tokens_out, started, step_index, purpose, note)
-            return Completion(text, tokens_in, tokens_out, call.cost, call.latency_s, call.pk)
+            recorded = call.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
+            return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
     finally:
         LLMLease.objects.filter(pk=lease.pk).delete()
-    _record(run, endpoint, messages, "", 0, 0, started, step_index, purpose, "; ".join(errors))
+    call.record(error="; ".join(errors))
     times = "once" if attempts == 1 else f"{attempts} times"
     last = errors[-1] if errors else "no answer"
-    raise LLMError("infrastructure", f"the model endpoint {endpoint.name} failed {times}: {last}")
+    raise LLMInfrastructureError(f"the model endpoint {endpoint.name} failed {times}: {last}")
 
 
 def options_check(options: dict) -> dict:
@@ -242,16 +249,16 @@ def options_check(options: dict) -> dict:
             continue
         whole = isinstance(value, int) and not isinstance(value, bool)
         if key == "max_tokens" and not (whole and 1 <= value <= MAX_COMPLETION_TOKENS):
-            raise LLMError("request", f"max_tokens must be a whole number from 1 to {MAX_COMPLETION_TOKENS}")
+            raise LLMRequestError(f"max_tokens must be a whole number from 1 to {MAX_COMPLETION_TOKENS}")
         if key == "seed" and not whole:
-            raise LLMError("request", "seed must be a whole number")
+            raise LLMRequestError("seed must be a whole number")
         if key in ("temperature", "top_p"):
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
-                raise LLMError("request", f"{key} must be a number from 0 to 2")
+                raise LLMRequestError(f"{key} must be a number from 0 to 2")
         elif key == "stop" and not (
             isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
         ):
-            raise LLMError("request", "stop must be a string or a list of strings")
+            raise LLMRequestError("stop must be a string or a list of strings")
         clean[key] = value
     clean.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
     return clean
@@ -271,41 +278,42 @@ def _sleep(seconds: float, tick: Callable[[], None] | None) -> None:
         time.sleep(min(0.25, max(deadline - time.monotonic(), 0)))
 
 
-def _record(
-    run: Run | None,
-    endpoint: ModelEndpoint,
-    messages: list[dict],
-    text: str,
-    tokens_in: int,
-    tokens_out: int,
-    started: float,
-    step_index: int,
-    purpose: str,
-    error: str,
-) -> LLMCall:
-    cost = cost_of(endpoint, tokens_in, tokens_out)
-    latency = time.monotonic() - started
-    if run is None:
-        return LLMCall(cost=cost, latency_s=latency)
-    with transaction.atomic():
-        call = LLMCall.objects.create(
-            run=run,
-            step_index=step_index,
-            purpose=db_text(purpose[:60]),
-            endpoint=endpoint.name,
-            model=endpoint.model_id,
-            messages=db_json(messages),
-            completion=db_text(text),
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost=cost,
-            latency_s=latency,
-            error=db_text(error[:4000]),
-        )
-        Run.objects.filter(pk=run.pk).update(
-            tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
-        )
-    return call
+@dataclass
+class _Call:
+    """One completion being made: what every record of it (answered or failed) shares."""
+
+    run: Run | None
+    endpoint: ModelEndpoint
+    messages: list[dict]
+    step_index: int
+    purpose: str
+    started: float = field(default_factory=time.monotonic)
+
+    def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
+        """Store the call and count its tokens and cost to the run (a connection test stores nothing)."""
+        cost = cost_of(self.endpoint, tokens_in, tokens_out)
+        latency = time.monotonic() - self.started
+        if self.run is None:
+            return LLMCall(cost=cost, latency_s=latency)
+        with transaction.atomic():
+            call = LLMCall.objects.create(
+                run=self.run,
+                step_index=self.step_index,
+                purpose=db_text(self.purpose[:60]),
+                endpoint=self.endpoint.name,
+                model=self.endpoint.model_id,
+                messages=db_json(self.messages),
+                completion=db_text(text),
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost=cost,
+                latency_s=latency,
+                error=db_text(error[:4000]),
+            )
+            Run.objects.filter(pk=self.run.pk).update(
+                tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
+            )
+        return call
 
 
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
@@ -333,10 +341,8 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
             options=options,
             tick=tick,
         )
-    except LLMError as exc:
-        if exc.kind == "request":
-            return {"type": "error", "message": str(exc)}
-        raise
+    except LLMRequestError as exc:
+        return {"type": "error", "message": str(exc)}
     return {
         "type": "completion",
         "text": result.text,

@@ -1,3 +1,8 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 
@@ -47,6 +52,42 @@ class Agent(models.Model):
         return self.kind == self.Kind.BUILTIN
 
 
+@dataclass(frozen=True)
+class RunLimits:
+    """The four limits of a run. As asked for, None means the task's own (steps, time) or no budget (tokens,
+    cost); ``for_version`` fills in the task's. A run's own limits are ``run.limits``."""
+
+    max_steps: int | None = None
+    max_time_s: int | None = None
+    max_tokens: int | None = None
+    max_cost: Decimal | None = None
+
+    NAMES = ("max_steps", "max_time_s", "max_tokens", "max_cost")
+
+    def check(self) -> None:
+        """ValueError naming the first limit out of range."""
+        for name in self.NAMES:
+            value, least = getattr(self, name), 0 if name == "max_cost" else 1
+            if value is not None and value < least:
+                raise ValueError(f"{name} must be at least {least} (or left out), got {value}")
+
+    def for_version(self, version: TaskVersion) -> RunLimits:
+        return RunLimits(
+            max_steps=self.max_steps or version.max_steps,
+            max_time_s=self.max_time_s or version.max_time_s,
+            max_tokens=self.max_tokens,
+            max_cost=self.max_cost,
+        )
+
+    def as_fields(self) -> dict:
+        """The Run fields these limits set."""
+        return {name: getattr(self, name) for name in self.NAMES}
+
+    def as_message(self) -> dict:
+        """The limits as the agent protocol sends them (JSON numbers)."""
+        return {**self.as_fields(), "max_cost": float(self.max_cost) if self.max_cost is not None else None}
+
+
 class Batch(models.Model):
     """Runs launched together: one agent x tasks x repeats."""
 
@@ -85,8 +126,13 @@ class Run(models.Model):
         BENCHMARK = "benchmark", "Benchmark"
         VALIDATION = "validation", "Task validation"
 
-    LIVE = (Status.QUEUED, Status.PREPARING, Status.RUNNING, Status.EVALUATING)
+    #: A worker holds the run (and sends heartbeats): what the reaper watches.
+    ON_WORKER = (Status.PREPARING, Status.RUNNING, Status.EVALUATING)
+    #: Not ended yet: waiting for a worker or on one.
+    LIVE = (Status.QUEUED, *ON_WORKER)
     TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+    #: Ended in a way that says something about the agent: what rankings count (a cancelled run says nothing).
+    RANKED = (Status.FINISHED, Status.FAILED, Status.TIMED_OUT)
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")
@@ -157,6 +203,12 @@ class Run(models.Model):
     @property
     def tokens_total(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    @property
+    def limits(self) -> RunLimits:
+        return RunLimits(
+            max_steps=self.max_steps, max_time_s=self.max_time_s, max_tokens=self.max_tokens, max_cost=self.max_cost
+        )
 
 
 class Step(models.Model):

@@ -17,9 +17,10 @@ from django.conf import settings
 from task_bank.models import TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
-from .sandbox import Limits, Mount, Sandbox, get_sandbox, sandbox_python
+from .sandbox import Limits, Mount, Sandbox
 from .sandbox.identity import owned_by_root, writable_for_sandbox
 from .sandbox.process import run_process
+from .sandboxes import get_sandbox
 from .snapshots import BlobStore, Manifest
 
 
@@ -74,7 +75,7 @@ def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox, tick: Calla
             "allow it (set BENCH_ALLOW_PREPARE_NETWORK=1 to allow it)"
         )
     proc = sandbox.popen(
-        [sandbox_python(), "-u", "prepare.py"],
+        [sandbox.python, "-u", "prepare.py"],
         mounts=[Mount(work, "/task", writable=True)],
         cwd="/task/scripts",
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
@@ -113,9 +114,9 @@ def task_version_prepare(
                 (work / "env").mkdir(exist_ok=True)
                 log = ""
                 if (work / "scripts" / "prepare.py").is_file():
-                    writable_for_sandbox(work, sticky=False)
+                    writable_for_sandbox(work, sandbox.ids, sticky=False)
                     log = _run_prepare(work, version, sandbox, tick)
-                    owned_by_root(work)  # what prepare.py made becomes shared, read-only task data
+                    owned_by_root(work, sandbox.ids)  # what prepare.py made becomes shared, read-only task data
                 manifest: Manifest = {}
                 try:
                     files = list(iter_files(work / "env"))

@@ -1,9 +1,6 @@
-"""Writes for runs: create, enqueue, cancel, and queue task validation."""
+"""Writes for runs: create, cancel, fork, run again, queue step scoring."""
 
 from __future__ import annotations
-
-from datetime import timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -11,20 +8,14 @@ from django.utils import timezone
 
 from task_bank.models import Task, TaskVersion
 
-from .agents import agents_builtin_ensure
-from .models import Agent, Batch, ModelEndpoint, Run, Step
+from .jobs import run_enqueue, step_score_enqueue
+from .models import Agent, Batch, ModelEndpoint, Run, RunLimits, Step
+
+NO_LIMITS = RunLimits()
 
 
 class RunRequestError(Exception):
     """A run cannot be created as asked; the message says why and what would work."""
-
-
-def run_enqueue(run: Run) -> None:
-    """Send the run to a worker once the transaction that created it commits."""
-    from .tasks import execute_run
-
-    margin = settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + 600
-    transaction.on_commit(lambda: execute_run.apply_async(args=[run.pk], time_limit=run.max_time_s + margin))
 
 
 def agent_resolve(spec: str) -> Agent:
@@ -36,20 +27,6 @@ def agent_resolve(spec: str) -> Agent:
         valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
         raise RunRequestError(f"unknown agent {spec!r}; valid agents: {', '.join(valid)}")
     return agent
-
-
-def limits_check(
-    *, max_steps: int | None, max_time_s: int | None, max_tokens: int | None, max_cost: Decimal | None
-) -> None:
-    """Run limits as asked for: None means the task's own (steps, time) or no budget (tokens, cost)."""
-    for name, value, least in (
-        ("max_steps", max_steps, 1),
-        ("max_time_s", max_time_s, 1),
-        ("max_tokens", max_tokens, 1),
-        ("max_cost", max_cost, 0),
-    ):
-        if value is not None and value < least:
-            raise RunRequestError(f"{name} must be at least {least} (or left out), got {value}")
 
 
 def model_check(*, agent: Agent, model: str) -> None:
@@ -70,12 +47,11 @@ def run_create(
     batch: Batch | None = None,
     purpose: str = Run.Purpose.BENCHMARK,
     version: TaskVersion | None = None,
-    max_steps: int | None = None,
-    max_time_s: int | None = None,
-    max_tokens: int | None = None,
-    max_cost: Decimal | None = None,
+    limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
 ) -> Run:
+    """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False). Limits left
+    out are the task's own (steps, time) or none (tokens, cost)."""
     version = version or task.current_version
     if version is None:
         raise RunRequestError(f"task {task.slug} has no files yet; import a task package first")
@@ -85,7 +61,10 @@ def run_create(
         raise RunRequestError(
             f"task {task.slug} v{version.number} failed validation and cannot run:\n{version.validation_log}"
         )
-    limits_check(max_steps=max_steps, max_time_s=max_time_s, max_tokens=max_tokens, max_cost=max_cost)
+    try:
+        limits.check()
+    except ValueError as exc:
+        raise RunRequestError(str(exc)) from None
     model = model or agent.default_model
     model_check(agent=agent, model=model)
     run = Run.objects.create(
@@ -96,10 +75,7 @@ def run_create(
         model=model,
         purpose=purpose,
         sandbox=settings.BENCH_SANDBOX,
-        max_steps=max_steps or version.max_steps,
-        max_time_s=max_time_s or version.max_time_s,
-        max_tokens=max_tokens,
-        max_cost=max_cost,
+        **limits.for_version(version).as_fields(),
     )
     if enqueue:
         run_enqueue(run)
@@ -113,10 +89,7 @@ def batch_create(
     tasks: list[Task],
     repeats: int = 1,
     model: str = "",
-    max_steps: int | None = None,
-    max_time_s: int | None = None,
-    max_tokens: int | None = None,
-    max_cost: Decimal | None = None,
+    limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
     note: str = "",
 ) -> tuple[Batch, list[Run]]:
@@ -129,10 +102,7 @@ def batch_create(
             agent=agent,
             model=model,
             batch=batch,
-            max_steps=max_steps,
-            max_time_s=max_time_s,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
+            limits=limits,
             enqueue=enqueue,
         )
         for task in tasks
@@ -162,52 +132,6 @@ def run_cancel(*, run: Run) -> bool:
     )
 
 
-def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True) -> Run | None:
-    """Queue validation (the baseline agent's run) unless it is already validating or ready."""
-    with transaction.atomic():
-        claimed = TaskVersion.objects.filter(
-            pk=version.pk, status__in=[TaskVersion.Status.PENDING, TaskVersion.Status.FAILED]
-        ).update(status=TaskVersion.Status.VALIDATING, validation_log="")
-        if not claimed:
-            return None
-        baseline = next(a for a in agents_builtin_ensure() if a.name == "baseline")
-        return run_create(
-            task=version.task,
-            agent=baseline,
-            purpose=Run.Purpose.VALIDATION,
-            version=version,
-            enqueue=enqueue,
-        )
-
-
-def runs_reap(*, stale_after_s: float | None = None, max_attempts: int | None = None) -> dict[str, list[int]]:
-    """Find live runs whose worker stopped sending heartbeats: queue them again (the new attempt resumes from
-    the last committed step) or, after max_attempts, fail them as infrastructure failures."""
-    from .execution import fail_validation_if_needed
-
-    stale_after_s = stale_after_s if stale_after_s is not None else settings.BENCH_HEARTBEAT_STALE_S
-    max_attempts = max_attempts if max_attempts is not None else settings.BENCH_RUN_MAX_ATTEMPTS
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
-    live = [Run.Status.PREPARING, Run.Status.RUNNING, Run.Status.EVALUATING]
-    requeued, failed = [], []
-    for run in Run.objects.filter(status__in=live, heartbeat_at__lt=cutoff).select_related("task_version"):
-        same = Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, heartbeat_at__lt=cutoff)
-        with transaction.atomic():
-            if run.attempt < max_attempts:
-                if same.update(status=Run.Status.QUEUED, worker="", live_action="", live_output=""):
-                    run_enqueue(run)
-                    requeued.append(run.pk)
-            elif same.update(
-                status=Run.Status.FAILED,
-                failure_kind=Run.FailureKind.INFRASTRUCTURE,
-                error=f"the worker executing this run stopped responding, {run.attempt} times; gave up",
-                finished_at=timezone.now(),
-            ):
-                fail_validation_if_needed(run)
-                failed.append(run.pk)
-    return {"requeued": requeued, "failed": failed}
-
-
 @transaction.atomic
 def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: str | None = None) -> Run:
     """A new run that starts from this run's workspace after step ``step_index`` and knows steps 0..N."""
@@ -221,10 +145,7 @@ def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: st
         model=run.model if model is None else model,
         purpose=Run.Purpose.BENCHMARK,
         sandbox=settings.BENCH_SANDBOX,
-        max_steps=run.max_steps,
-        max_time_s=run.max_time_s,
-        max_tokens=run.max_tokens,
-        max_cost=run.max_cost,
+        **run.limits.as_fields(),
         forked_from=run,
         fork_step=step_index,
         initial_snapshot=run.initial_snapshot,
@@ -249,17 +170,12 @@ def run_again(*, run: Run) -> Run:
             agent=run.agent,
             model=run.model,
             version=run.task_version,
-            max_steps=run.max_steps,
-            max_time_s=run.max_time_s,
-            max_tokens=run.max_tokens,
-            max_cost=run.max_cost,
+            limits=run.limits,
         )
 
 
 def run_steps_score_queue(*, run: Run) -> int:
     """Queue the evaluation of every distinct workspace snapshot of the run's steps (one job each)."""
-    from .tasks import score_step
-
     seen: set[str] = set()
     jobs = []
     for step in run.steps.order_by("index").only("pk", "snapshot", "score"):
@@ -267,5 +183,5 @@ def run_steps_score_queue(*, run: Run) -> int:
             seen.add(step.snapshot)
             jobs.append(step.pk)
     for pk in jobs:
-        transaction.on_commit(lambda pk=pk: score_step.delay(pk))
+        step_score_enqueue(pk)
     return len(jobs)

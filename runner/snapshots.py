@@ -166,7 +166,7 @@ def workspace_restore(manifest: Manifest, dest: Path, store: BlobStore, *, read_
     """Lay out a snapshot as a workspace for sandboxed code: the task's read-only files hard-linked to their
     blobs where the sandbox keeps them safe (copied otherwise), and every other file the sandbox user's."""
     snapshotter = manifest_restore(manifest, dest, store, link=read_only if sandbox.protects_links else set())
-    writable_for_sandbox(dest, read_only=read_only)
+    writable_for_sandbox(dest, sandbox.ids, read_only=read_only)
     return snapshotter
 
 

@@ -24,62 +24,80 @@ class ActionSpec:
         }
 
 
+# The actions' names, as MLAgentBench spells them: agents call actions by these names.
+LIST_FILES = "List Files"
+READ_FILE = "Read File"
+WRITE_FILE = "Write File"
+APPEND_FILE = "Append File"
+COPY_FILE = "Copy File"
+UNDO_EDIT_SCRIPT = "Undo Edit Script"
+EXECUTE_SCRIPT = "Execute Script"
+PYTHON_REPL = "Python REPL"
+FINAL_ANSWER = "Final Answer"
+UNDERSTAND_FILE = "Understand File"
+APPEND_SUMMARY_TO_RESEARCH_LOG = "Append Summary to Research Log"
+INSPECT_SCRIPT_LINES = "Inspect Script Lines"
+EDIT_SCRIPT_AI = "Edit Script (AI)"
+EDIT_SCRIPT_SEGMENT_AI = "Edit Script Segment (AI)"
+REFLECTION = "Reflection"
+RETRIEVAL_FROM_RESEARCH_LOG = "Retrieval from Research Log"
+
 FILE_ARG = "a valid file name with relative path to current directory if needed"
 SCRIPT_ARG = "a valid python script name with relative path to current directory if needed"
 
 ACTIONS: list[ActionSpec] = [
     ActionSpec(
-        "List Files",
+        LIST_FILES,
         "Use this to navigate the file system.",
         {"dir_path": 'a valid relative path to a directory, such as "." or "folder1/folder2"'},
         "The observation will be a list of files and folders in dir_path or current directory is dir_path is "
         "empty, or an error message if dir_path is invalid.",
     ),
     ActionSpec(
-        "Read File",
+        READ_FILE,
         "Use this to read an existing file.",
         {"file_name": FILE_ARG},
         "The observation will be the contents of the file read.",
     ),
     ActionSpec(
-        "Write File",
+        WRITE_FILE,
         "Use this to write a file. If the file already exists, it will be overwritten.",
         {"file_name": FILE_ARG, "content": "the content to be written to the file"},
         "A success message if the file is written successfully, or an error message if the file cannot be written.",
     ),
     ActionSpec(
-        "Append File",
+        APPEND_FILE,
         "Use this to append a file to a new location with a new name.",
         {"file_name": FILE_ARG, "content": "the content to be appended to the file"},
         "A success message if the file is appended successfully, or an error message if the file cannot be appended.",
     ),
     ActionSpec(
-        "Copy File",
+        COPY_FILE,
         "Use this to copy a file to a new location with a new name.",
         {"source": FILE_ARG, "destination": FILE_ARG},
         "A success message if the file is copied successfully, or an error message if the file cannot be copied.",
     ),
     ActionSpec(
-        "Undo Edit Script",
+        UNDO_EDIT_SCRIPT,
         "Use this to undo the last edit of the python script.",
         {"script_name": SCRIPT_ARG},
         "The observation will be the content of the script before the last edit. If the script does not "
         "exist, the observation will be an error message.",
     ),
     ActionSpec(
-        "Execute Script",
+        EXECUTE_SCRIPT,
         "Use this to execute the python script. The script must already exist.",
         {"script_name": SCRIPT_ARG},
         "The observation will be output of the script or errors.",
     ),
     ActionSpec(
-        "Python REPL",
+        PYTHON_REPL,
         "A python REPL. Use this to execute single line python commands.",
         {"command": "a valid python command"},
         "The observation will be output of the command or errors.",
     ),
     ActionSpec(
-        "Final Answer",
+        FINAL_ANSWER,
         "Use this to indicate completion. IMPORTANT: You will not be able to perform any other actions after "
         "this one. Use this only when you are sure that you have completed the task (e.g. you have provided "
         "your submission as instructed).",
@@ -87,7 +105,7 @@ ACTIONS: list[ActionSpec] = [
         "The observation will be empty.",
     ),
     ActionSpec(
-        "Understand File",
+        UNDERSTAND_FILE,
         "Use this to read the whole file and understand certain aspects. You should provide detailed "
         "description on what to look for and what should be returned. To get a better understanding of the "
         "file, you can use Inspect Script Lines action to inspect specific part of the file.",
@@ -100,7 +118,7 @@ ACTIONS: list[ActionSpec] = [
         is_primitive=False,
     ),
     ActionSpec(
-        "Append Summary to Research Log",
+        APPEND_SUMMARY_TO_RESEARCH_LOG,
         "Append to the summary of previous step to research log",
         {"content": "a string within 500 character limit"},
         "The observation will be a success message if the content is appended to the research log. "
@@ -108,7 +126,7 @@ ACTIONS: list[ActionSpec] = [
         is_primitive=False,
     ),
     ActionSpec(
-        "Inspect Script Lines",
+        INSPECT_SCRIPT_LINES,
         "Use this to inspect specific part of a python script precisely, or the full content of a short "
         "script. The number of lines to display is limited to 100 lines. This is especially helpful when "
         "debugging.",
@@ -123,7 +141,7 @@ ACTIONS: list[ActionSpec] = [
         int_args=frozenset({"start_line_number", "end_line_number"}),
     ),
     ActionSpec(
-        "Edit Script (AI)",
+        EDIT_SCRIPT_AI,
         "Use this to do a relatively large but cohesive edit over a python script. Instead of editing the "
         "script directly, you should describe the edit instruction so that another AI can help you do this.",
         {
@@ -137,7 +155,7 @@ ACTIONS: list[ActionSpec] = [
         is_primitive=False,
     ),
     ActionSpec(
-        "Edit Script Segment (AI)",
+        EDIT_SCRIPT_SEGMENT_AI,
         "Use this to do a relatively large but cohesive edit over a python script over a segment. Instead of "
         "editing the script directly, you should describe the edit instruction so that another AI can help "
         "you do this.",
@@ -155,7 +173,7 @@ ACTIONS: list[ActionSpec] = [
         int_args=frozenset({"start_line_number", "end_line_number"}),
     ),
     ActionSpec(
-        "Reflection",
+        REFLECTION,
         "Use this to look over all the past steps and reflect. You should provide detailed description on "
         "what to reflect on and what should be returned.",
         {"things_to_reflect_on": "a detailed description on what to reflect on and what should be returned"},
@@ -163,7 +181,7 @@ ACTIONS: list[ActionSpec] = [
         is_primitive=False,
     ),
     ActionSpec(
-        "Retrieval from Research Log",
+        RETRIEVAL_FROM_RESEARCH_LOG,
         "Use this to retrieve relevant information from the research log. You should provide detailed "
         "description on what to look for and what should be returned.",
         {"current_plan": "a detailed description of the current research plan and status"},

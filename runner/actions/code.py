@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from ..sandbox.process import ProcessResult, run_process
-from .environment import WORKSPACE, ActionOutcome, EnvError, Environment
+from .catalogue import EXECUTE_SCRIPT, PYTHON_REPL
+from .types import WORKSPACE, ActionOutcome, EnvError
+
+if TYPE_CHECKING:
+    from .environment import Environment
 
 
 def limits_note(env: Environment, result: ProcessResult) -> str:
@@ -106,4 +111,4 @@ def python_repl(env: Environment, command: str) -> ActionOutcome:
     return env.repl().run(command)
 
 
-HANDLERS = {"Execute Script": execute_script, "Python REPL": python_repl}
+HANDLERS = {EXECUTE_SCRIPT: execute_script, PYTHON_REPL: python_repl}

@@ -15,30 +15,14 @@ from task_bank.package import is_read_only
 
 from .. import fs
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
-from ..sandbox.identity import sandbox_ids
 from ..sandbox.process import HeadTail
-from .catalogue import BY_NAME, ActionSpec, usage_text
-
-
-class EnvError(Exception):
-    """The action could not be carried out; the message goes back to the agent as an observation."""
-
+from .catalogue import BY_NAME, FINAL_ANSWER, READ_FILE, ActionSpec, usage_text
+from .handlers import HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
+from .repl import Repl
+from .types import WORKSPACE, ActionOutcome, EnvError
 
 # Room for the words an action puts around bounded output ("The script has been executed...", exit notes).
 WRAPPER_ROOM = 1000
-
-
-@dataclass
-class ActionOutcome:
-    observation: str
-    error: bool = False
-    final: bool = False
-    low_level: list[dict] = field(default_factory=list)
-    detail: dict = field(default_factory=dict)
-    full_observation: str | None = None  # when the observation was cut to the limit
-
-
-WORKSPACE = "/workspace"
 
 
 @dataclass
@@ -60,25 +44,19 @@ class Environment:
     workspace_limit_mb: int = 2048
 
     def __post_init__(self) -> None:
-        from . import code, files, research
-
         self.workspace = Path(self.workspace)
+        # Actions that need an LLM are offered only when the run has a model.
         self.handlers: dict[str, Callable[..., ActionOutcome | str]] = {
-            **files.HANDLERS,
-            **code.HANDLERS,
-            **research.HANDLERS,
-            **(research.LLM_HANDLERS if self.llm is not None else {}),
-            "Final Answer": lambda env, final_answer: ActionOutcome("end", final=True),
+            **HANDLERS,
+            **(LLM_HANDLERS if self.llm is not None else {}),
         }
         self.low_level: list[dict] = []
-        self._repl = None
+        self._repl: Repl | None = None
 
     # -- building blocks for high-level actions --------------------------------------------------------------
     def low(self, name: str, args: dict) -> str:
         """Run a low-level action as part of the current one and record it under the step."""
-        from . import files
-
-        handler = files.HANDLERS[name]
+        handler = LOW_LEVEL_HANDLERS[name]
         try:
             observation = handler(self, **args)
         except EnvError as exc:
@@ -88,16 +66,14 @@ class Environment:
         return observation
 
     def low_read_or_empty(self, file_name: str) -> str:
-        return self.low("Read File", {"file_name": file_name}) if self.kind(file_name) != "missing" else ""
+        return self.low(READ_FILE, {"file_name": file_name}) if self.kind(file_name) != "missing" else ""
 
     def ask(self, prompt: str, purpose: str) -> str:
         if self.llm is None:
             raise EnvError("this run has no model, so actions that need an LLM are not available")
         return self.llm([{"role": "user", "content": prompt}], purpose)
 
-    def repl(self):
-        from .repl import Repl
-
+    def repl(self) -> Repl:
         if self._repl is None:
             self._repl = Repl(self)
         return self._repl
@@ -137,7 +113,7 @@ class Environment:
     @property
     def owner(self) -> tuple[int, int] | None:
         """Files the environment writes belong to the sandbox user, like the agent's own files."""
-        return sandbox_ids()
+        return self.sandbox.ids
 
     def check_writable(self, rel: str, name: str | None = None) -> None:
         name = name or self.name(rel)
@@ -229,7 +205,7 @@ class Environment:
         outcome.observation, outcome.full_observation = self.bound(outcome.observation)
         outcome.detail.setdefault("duration_s", round(time.monotonic() - started, 3))
         outcome.low_level = outcome.low_level or self.low_level
-        if name != "Final Answer" and self.workspace_limit_mb:
+        if name != FINAL_ANSWER and self.workspace_limit_mb:
             size = self.workspace_size_mb()
             if size > self.workspace_limit_mb:
                 outcome.observation += (

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .. import fs
-from .environment import EnvError, Environment
+from .catalogue import APPEND_FILE, COPY_FILE, LIST_FILES, READ_FILE, UNDO_EDIT_SCRIPT, WRITE_FILE
+from .types import EnvError
+
+if TYPE_CHECKING:
+    from .environment import Environment
 
 BACKUP_DIR = "backup"
 MAX_READ_BYTES = 5 * 1024 * 1024
@@ -132,10 +137,10 @@ def inspect_script_lines(env: Environment, script_name: str, start_line_number: 
 
 
 HANDLERS = {
-    "List Files": list_files,
-    "Read File": read_file,
-    "Write File": write_file,
-    "Append File": append_file,
-    "Copy File": copy_file,
-    "Undo Edit Script": undo_edit_script,
+    LIST_FILES: list_files,
+    READ_FILE: read_file,
+    WRITE_FILE: write_file,
+    APPEND_FILE: append_file,
+    COPY_FILE: copy_file,
+    UNDO_EDIT_SCRIPT: undo_edit_script,
 }

@@ -13,9 +13,14 @@ import os
 import selectors
 import subprocess
 import time
+from typing import TYPE_CHECKING
 
 from ..sandbox.process import HeadTail, Interrupted, is_running, kill_group, reap
-from .environment import WORKSPACE, ActionOutcome, Environment
+from .code import workspace_guard
+from .types import WORKSPACE, ActionOutcome
+
+if TYPE_CHECKING:
+    from .environment import Environment
 
 SERVER = r"""
 import contextlib, io, json, os, sys, traceback
@@ -86,8 +91,6 @@ class Repl:
         return ActionOutcome(f"EnvError: {message}; the interpreter was stopped and its variables are gone.", True)
 
     def run(self, command: str) -> ActionOutcome:
-        from .code import workspace_guard
-
         restarted = ""
         if self.proc is None or not is_running(self.proc):
             if self.proc is not None:

@@ -5,9 +5,25 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import TYPE_CHECKING
 
-from .environment import EnvError, Environment
+from .catalogue import (
+    APPEND_FILE,
+    APPEND_SUMMARY_TO_RESEARCH_LOG,
+    EDIT_SCRIPT_AI,
+    EDIT_SCRIPT_SEGMENT_AI,
+    INSPECT_SCRIPT_LINES,
+    READ_FILE,
+    REFLECTION,
+    RETRIEVAL_FROM_RESEARCH_LOG,
+    UNDERSTAND_FILE,
+    WRITE_FILE,
+)
 from .files import inspect_script_lines
+from .types import EnvError
+
+if TYPE_CHECKING:
+    from .environment import Environment
 
 RESEARCH_LOG = "research_log.log"
 BLOCK_CHARS = 8000
@@ -19,12 +35,12 @@ def _log_text(env: Environment) -> str:
 
 
 def append_summary_to_research_log(env: Environment, content: str) -> str:
-    env.low("Append File", {"file_name": RESEARCH_LOG, "content": content.rstrip("\n") + "\n"})
+    env.low(APPEND_FILE, {"file_name": RESEARCH_LOG, "content": content.rstrip("\n") + "\n"})
     return "Successfully appended to research log"
 
 
 def understand_file(env: Environment, file_name: str, things_to_look_for: str) -> str:
-    text = env.low("Read File", {"file_name": file_name})
+    text = env.low(READ_FILE, {"file_name": file_name})
     lines = text.split("\n")
     blocks, current, start = [], [], 1
     for number, line in enumerate(lines, start=1):
@@ -75,7 +91,7 @@ def _edit(
     if not new_content.endswith("\n"):
         new_content += "\n"
     old_content = env.low_read_or_empty(save_name)
-    env.low("Write File", {"file_name": save_name, "content": new_content})
+    env.low(WRITE_FILE, {"file_name": save_name, "content": new_content})
     diff = "".join(
         difflib.unified_diff(
             old_content.splitlines(keepends=True),
@@ -142,13 +158,13 @@ def retrieval_from_research_log(env: Environment, current_plan: str) -> str:
 
 # Actions that need no LLM are always offered; the others only when the run has a model.
 HANDLERS = {
-    "Append Summary to Research Log": append_summary_to_research_log,
-    "Inspect Script Lines": inspect_script_lines,
+    APPEND_SUMMARY_TO_RESEARCH_LOG: append_summary_to_research_log,
+    INSPECT_SCRIPT_LINES: inspect_script_lines,
 }
 LLM_HANDLERS = {
-    "Understand File": understand_file,
-    "Edit Script (AI)": edit_script,
-    "Edit Script Segment (AI)": edit_script_segment,
-    "Reflection": reflection,
-    "Retrieval from Research Log": retrieval_from_research_log,
+    UNDERSTAND_FILE: understand_file,
+    EDIT_SCRIPT_AI: edit_script,
+    EDIT_SCRIPT_SEGMENT_AI: edit_script_segment,
+    REFLECTION: reflection,
+    RETRIEVAL_FROM_RESEARCH_LOG: retrieval_from_research_log,
 }

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+import sysconfig
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,14 +79,16 @@ class Sandbox(ABC):
     isolates: bool = True
     #: Whether popen can hand extra file descriptors to the process (pass_fds).
     passes_fds: bool = True
+    #: The interpreter inside the sandbox.
+    python: str = "python"
+    #: (uid, gid) that sandboxed code runs as, or None when it runs as the worker (a worker that is not root).
+    ids: tuple[int, int] | None = None
 
     @property
     def protects_links(self) -> bool:
         """Whether sandboxed code runs as a user that cannot change root's read-only files, so a workspace may
         hard-link the task's read-only data to shared blobs instead of copying it."""
-        from .identity import links_are_safe
-
-        return self.isolates and links_are_safe()
+        return self.isolates and self.ids is not None
 
     @abstractmethod
     def popen(
@@ -129,8 +132,6 @@ class Sandbox(ABC):
 
 def host_python_paths(python: str) -> list[Path]:
     """Folders an interpreter needs: its venv, its base installation, and where its binary really is."""
-    import sysconfig
-
     paths = {Path(os.path.realpath(python)).parent.parent}
     exe = Path(python)
     venv = exe.parent.parent

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .base import Limits, Mount, Sandbox, SandboxError, host_python_paths
-from .identity import sandbox_ids
 
 # The read-only system: enough to run Python and its native libraries, nothing of the host's data.
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc"]
@@ -19,13 +18,13 @@ class BwrapSandbox(Sandbox):
 
     name = "bwrap"
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, *, ids: tuple[int, int] | None) -> None:
         self.bwrap = shutil.which("bwrap")
         if not self.bwrap:
             raise SandboxError("BENCH_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
         self.python = python
         self.python_dirs = host_python_paths(python)
-        self.ids = sandbox_ids()
+        self.ids = ids
         self.setpriv = shutil.which("setpriv")
         if self.ids is not None and not self.setpriv:
             raise SandboxError(

@@ -17,16 +17,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from django.conf import settings
-
 from .base import Limits, Mount, Sandbox, SandboxError
+from .config import SandboxConfig
 from .process import Exit
 
 FRAME_HEADER = struct.Struct(">BxxxL")  # stream type (1 stdout, 2 stderr), 3 zero bytes, payload length
 
 
-def _engine_error(exc: Exception) -> SandboxError:
-    host = os.environ.get("DOCKER_HOST") or settings.BENCH_DOCKER_HOST or "the default socket"
+def _engine_error(exc: Exception, docker_host: str) -> SandboxError:
+    host = os.environ.get("DOCKER_HOST") or docker_host or "the default socket"
     return SandboxError(
         f"the Docker engine at {host} is unreachable ({type(exc).__name__}: {exc}); start Docker or set "
         "BENCH_SANDBOX=bwrap"
@@ -141,27 +140,29 @@ class DockerSandbox(Sandbox):
 
     @property
     def protects_links(self) -> bool:
-        user = settings.BENCH_DOCKER_USER.split(":")[0]
+        user = self.user.split(":")[0]
         return bool(user) and user not in ("0", "root")
 
-    def __init__(self, client: Any, image: str) -> None:
+    def __init__(self, client: Any, image: str, *, config: SandboxConfig | None = None) -> None:
+        config = config or SandboxConfig(kind="docker")
         self.client = client
         self.image = image
+        self.user = config.docker_user
+        self.docker_host = config.docker_host
+        self.python = config.interpreter
+        self.ids = config.ids
 
     @classmethod
-    def from_settings(cls) -> DockerSandbox:
+    def connect(cls, config: SandboxConfig) -> DockerSandbox:
+        """A sandbox on the configured engine; SandboxError when the engine cannot be reached."""
         import docker
 
         try:
-            client = (
-                docker.DockerClient(base_url=settings.BENCH_DOCKER_HOST)
-                if settings.BENCH_DOCKER_HOST
-                else (docker.from_env())
-            )
+            client = docker.DockerClient(base_url=config.docker_host) if config.docker_host else docker.from_env()
             client.ping()
         except Exception as exc:  # noqa: BLE001 - docker raises several unrelated types for "no engine"
-            raise _engine_error(exc) from exc
-        return cls(client, settings.BENCH_DOCKER_IMAGE)
+            raise _engine_error(exc, config.docker_host) from exc
+        return cls(client, config.docker_image, config=config)
 
     def container_spec(
         self,
@@ -211,8 +212,8 @@ class DockerSandbox(Sandbox):
             spec["nano_cpus"] = int(limits.cpus * 1e9)
         if limits.gpus:
             spec["device_requests"] = [DeviceRequest(count=limits.gpus, capabilities=[["gpu"]])]
-        if settings.BENCH_DOCKER_USER:
-            spec["user"] = settings.BENCH_DOCKER_USER
+        if self.user:
+            spec["user"] = self.user
         return spec
 
     def popen(

@@ -2,13 +2,16 @@
 
 A worker running as root must not run untrusted code as root: even in namespaces, root keeps power over
 kernel settings and mounts. So, when the worker is root, sandboxed processes drop to an unprivileged user
-(BENCH_SANDBOX_UID/GID, nobody by default) with no capabilities. The folders they write are laid out so that
+(``SandboxConfig.ids``: nobody by default) with no capabilities. The folders they write are laid out so that
 user can create and change its own files but not the task's: folders are root's with the sticky bit (like
 /tmp: nobody removes or renames what is not theirs), the task's read-only files stay root's and read-only
 (they may be hard links to shared blobs), every other file belongs to the sandbox user.
 
 A worker that is not root runs sandboxes as itself, in a user namespace; it cannot separate owners, so the
-runner copies read-only files instead of linking them (see ``links_are_safe``).
+runner copies read-only files instead of linking them (see ``Sandbox.protects_links``).
+
+``ids`` below is the sandbox's ``(uid, gid)``, or None when sandboxed code runs as the worker: then there is
+nothing to lay out.
 """
 
 from __future__ import annotations
@@ -17,20 +20,6 @@ import contextlib
 import os
 import stat
 from pathlib import Path
-
-from django.conf import settings
-
-
-def sandbox_ids() -> tuple[int, int] | None:
-    """(uid, gid) that sandboxed code runs as, or None when the worker is not root (it runs as the worker)."""
-    if os.geteuid() != 0:
-        return None
-    return settings.BENCH_SANDBOX_UID, settings.BENCH_SANDBOX_GID
-
-
-def links_are_safe() -> bool:
-    """Whether read-only task files may be hard links to shared blobs: only if sandboxed code cannot own them."""
-    return sandbox_ids() is not None
 
 
 def _walk(root: Path):
@@ -47,13 +36,14 @@ def _walk(root: Path):
                     yield Path(entry.path), False
 
 
-def writable_for_sandbox(root: Path, *, read_only: set[str] = frozenset(), sticky: bool = True) -> None:
+def writable_for_sandbox(
+    root: Path, ids: tuple[int, int] | None, *, read_only: set[str] = frozenset(), sticky: bool = True
+) -> None:
     """Lay out ownership so sandboxed code may write below root, except the read-only files.
 
     sticky: folders stay root's with mode 1777 (the sandbox user cannot remove or rename root's files or
     folders); otherwise everything goes to the sandbox user (for scratch folders such as a prepare.py run).
     """
-    ids = sandbox_ids()
     if ids is None:
         return
     uid, gid = ids
@@ -73,9 +63,9 @@ def writable_for_sandbox(root: Path, *, read_only: set[str] = frozenset(), stick
             os.chown(path, uid, gid, follow_symlinks=False)
 
 
-def owned_by_root(root: Path) -> None:
+def owned_by_root(root: Path, ids: tuple[int, int] | None) -> None:
     """Take a folder back from the sandbox user (after prepare.py): root's, not writable by others."""
-    if sandbox_ids() is None:
+    if ids is None:
         return
     for path, is_dir in _walk(Path(root)):
         with contextlib.suppress(FileNotFoundError):

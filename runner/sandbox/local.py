@@ -13,8 +13,9 @@ class LocalSandbox(Sandbox):
     name = "local"
     isolates = False
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, *, ids: tuple[int, int] | None = None) -> None:
         self.python = python
+        self.ids = ids
 
     @staticmethod
     def translate(value: str, mounts: Sequence[Mount]) -> str:

@@ -1,8 +1,8 @@
 import pytest
 
 from runner.actions import Environment
-from runner.sandbox import get_sandbox, sandbox_python
 from runner.sandbox.identity import writable_for_sandbox
+from runner.sandboxes import get_sandbox
 
 
 @pytest.fixture
@@ -18,7 +18,8 @@ def make_env(tmp_path):
         read_only = set(kwargs.get("read_only_files", []))
         for rel in read_only:
             (workspace / rel).chmod(0o444)
-        writable_for_sandbox(workspace, read_only=read_only)
-        return Environment(workspace=workspace, sandbox=get_sandbox(sandbox), python=sandbox_python(), **kwargs)
+        box = get_sandbox(sandbox)
+        writable_for_sandbox(workspace, box.ids, read_only=read_only)
+        return Environment(workspace=workspace, sandbox=box, python=box.python, **kwargs)
 
     return make

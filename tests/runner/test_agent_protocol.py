@@ -1,7 +1,7 @@
 import pytest
 
 from runner.execution import run_execute
-from runner.models import Run, Step
+from runner.models import Run, RunLimits, Step
 from runner.services import run_create
 
 from ..factories import AgentFactory
@@ -68,7 +68,7 @@ def test_an_unknown_action_is_an_error_observation_listing_the_actions(tiny_task
 def test_the_step_limit_ends_the_run_and_the_workspace_is_still_scored(tiny_task):
     listing = {"type": "act", "action": "Execute Script", "input": {"script_name": "train.py"}}
     agent = AgentFactory(config={"script": [listing] * 5})
-    run = run_create(task=tiny_task.task, agent=agent, enqueue=False, max_steps=2)
+    run = run_create(task=tiny_task.task, agent=agent, enqueue=False, limits=RunLimits(max_steps=2))
     run = run_execute(run.pk)
 
     assert run.steps_count == 2

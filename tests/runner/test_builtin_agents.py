@@ -8,7 +8,7 @@ import pytest
 
 from runner.agents import agents_builtin_ensure
 from runner.execution import run_execute
-from runner.models import LLMCall, Run, Step
+from runner.models import LLMCall, Run, RunLimits, Step
 from runner.services import run_create
 
 
@@ -80,7 +80,9 @@ def test_a_token_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, researc
     usage = {"prompt_tokens": 1500, "completion_tokens": 500}
     llm_server.script = [{"content": answer("Execute Script", {"script_name": "train.py"}), "usage": usage}]
     llm_server.default = {"content": answer("List Files", {"dir_path": "."}), "usage": usage}
-    run = run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False, max_tokens=9000)
+    run = run_create(
+        task=tiny_task.task, agent=research, model="test-model", enqueue=False, limits=RunLimits(max_tokens=9000)
+    )
     run = run_execute(run.pk)
 
     assert run.status == "failed" and run.failure_kind == "limit"
@@ -199,7 +201,9 @@ def test_the_research_agent_improves_a_builtin_task_with_its_fast_model_and_a_th
 @pytest.mark.django_db(transaction=True)
 def test_a_model_that_never_answers_in_format_is_asked_six_times_per_step(tiny_task, research, llm_server):
     llm_server.default = "I would rather chat."
-    run = run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False, max_steps=2)
+    run = run_create(
+        task=tiny_task.task, agent=research, model="test-model", enqueue=False, limits=RunLimits(max_steps=2)
+    )
     run = run_execute(run.pk)
 
     assert run.status == "failed" and run.failure_kind == "limit"
@@ -219,7 +223,13 @@ def test_a_cost_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, research
     usage = {"prompt_tokens": 1000, "completion_tokens": 1000}  # 0.003 per call at 1 and 2 per million
     llm_server.script = [{"content": answer("Execute Script", {"script_name": "train.py"}), "usage": usage}]
     llm_server.default = {"content": answer("List Files", {"dir_path": "."}), "usage": usage}
-    run = run_create(task=tiny_task.task, agent=research, model="test-model", enqueue=False, max_cost=Decimal("0.012"))
+    run = run_create(
+        task=tiny_task.task,
+        agent=research,
+        model="test-model",
+        enqueue=False,
+        limits=RunLimits(max_cost=Decimal("0.012")),
+    )
     run = run_execute(run.pk)
 
     assert run.status == "failed" and run.failure_kind == "limit"

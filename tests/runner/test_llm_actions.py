@@ -5,7 +5,7 @@ import pytest
 from runner.actions import Environment
 from runner.llm import complete
 from runner.models import LLMCall, Run
-from runner.sandbox import get_sandbox, sandbox_python
+from runner.sandboxes import get_sandbox, sandbox_python
 
 from ..factories import AgentFactory, RunFactory
 

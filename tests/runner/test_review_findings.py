@@ -7,19 +7,19 @@ import time
 import pytest
 
 from runner.execution import run_execute
-from runner.models import Run, Step
+from runner.models import Run, RunLimits, Step
 from runner.sandbox import Limits
-from runner.sandbox.identity import sandbox_ids
+from runner.sandboxes import sandbox_config
 from runner.services import run_create
 
 from ..factories import AgentFactory
 
-as_root = pytest.mark.skipif(sandbox_ids() is None, reason="the worker is not root here")
+as_root = pytest.mark.skipif(sandbox_config().ids is None, reason="the worker is not root here")
 
 
 def run_script(env, source: str, name: str = "attempt.py"):
     (env.workspace / name).write_text(source)
-    os.chown(env.workspace / name, *(sandbox_ids() or (os.getuid(), os.getgid())))
+    os.chown(env.workspace / name, *(sandbox_config().ids or (os.getuid(), os.getgid())))
     return env.execute("Execute Script", {"script_name": name})
 
 
@@ -77,7 +77,7 @@ def test_renaming_the_folder_of_a_read_only_blob_does_not_make_it_writable(make_
     os.link(blob, env.workspace / "data" / "train.csv")
     from runner.sandbox.identity import writable_for_sandbox
 
-    writable_for_sandbox(env.workspace, read_only={"data/train.csv"})
+    writable_for_sandbox(env.workspace, env.sandbox.ids, read_only={"data/train.csv"})
     env.read_only_files = ["data/train.csv"]
     outcome = run_script(
         env,
@@ -198,7 +198,7 @@ def test_deep_nesting_does_not_break_snapshots_or_cleanup(make_env):
 def test_an_agent_that_never_reads_its_answers_cannot_hang_the_worker(tiny_task):
     read = {"type": "act", "action": "Read File", "input": {"file_name": "train.py"}}
     agent = AgentFactory(config={"script": [{"flood": 3000, "message": read}]})
-    run = run_create(task=tiny_task.task, agent=agent, enqueue=False, max_time_s=8)
+    run = run_create(task=tiny_task.task, agent=agent, enqueue=False, limits=RunLimits(max_time_s=8))
     started = time.monotonic()
     run = run_execute(run.pk)
     assert time.monotonic() - started < 60

@@ -11,8 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runner.execution import run_execute
-from runner.models import Run, Step
-from runner.services import run_cancel, run_create, run_fork, runs_reap, task_version_validate_queue
+from runner.execution.reaper import runs_reap
+from runner.execution.validation import task_version_validate_queue
+from runner.models import Run, RunLimits, Step
+from runner.services import run_cancel, run_create, run_fork
 
 from ..factories import AgentFactory, RunFactory
 
@@ -172,7 +174,12 @@ def test_the_time_limit_ends_the_run_as_timed_out_and_the_workspace_is_still_sco
         act("Execute Script", script_name="slow.py"),
         FINAL,
     ]
-    run = run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False, max_time_s=4)
+    run = run_create(
+        task=tiny_task.task,
+        agent=AgentFactory(config={"script": script}),
+        enqueue=False,
+        limits=RunLimits(max_time_s=4),
+    )
     started = time.monotonic()
     run = run_execute(run.pk)
 

@@ -10,6 +10,7 @@ import pytest
 
 from runner.sandbox import Limits, Mount, SandboxError
 from runner.sandbox.docker import DockerSandbox, StreamDemux
+from runner.sandboxes import get_sandbox
 
 
 def test_the_container_spec_isolates_and_limits(settings):
@@ -51,7 +52,7 @@ def test_an_unreachable_engine_is_a_clear_error(settings, monkeypatch):
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     settings.BENCH_DOCKER_HOST = "unix:///nonexistent/docker.sock"
     with pytest.raises(SandboxError, match=r"Docker engine at unix:///nonexistent/docker.sock is unreachable"):
-        DockerSandbox.from_settings()
+        get_sandbox("docker")
 
 
 def test_the_demultiplexer_splits_docker_frames_into_stdout_and_stderr():

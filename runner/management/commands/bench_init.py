@@ -6,9 +6,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents import agents_builtin_ensure
+from runner.execution.validation import task_version_validate_queue
 from runner.llm import endpoints_sync
 from runner.models import Run
-from runner.services import task_version_validate_queue
 from task_bank.models import Task
 from task_bank.services import builtin_tasks_load
 

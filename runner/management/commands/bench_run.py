@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents import agents_builtin_ensure
 from runner.execution import run_execute
-from runner.models import Agent, Run
+from runner.models import Agent, Run, RunLimits
 from runner.services import RunRequestError, agent_resolve, batch_create
 from task_bank.models import Task
 
@@ -83,10 +83,12 @@ class Command(BaseCommand):
                 tasks=tasks,
                 repeats=opts["repeats"],
                 model=opts["model"],
-                max_steps=opts["max_steps"],
-                max_time_s=opts["max_time"],
-                max_tokens=opts["max_tokens"],
-                max_cost=opts["max_cost"],
+                limits=RunLimits(
+                    max_steps=opts["max_steps"],
+                    max_time_s=opts["max_time"],
+                    max_tokens=opts["max_tokens"],
+                    max_cost=opts["max_cost"],
+                ),
                 enqueue=not opts["inline"],
             )
         except RunRequestError as exc:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runner.execution import run_execute
-from runner.services import task_version_validate_queue
+from runner.execution.validation import task_version_validate_queue
 from task_bank.models import Task, TaskVersion
 
 

@@ -1,0 +1,13 @@
+"""Executing a run: claim it, prepare the task, converse with the agent, record every step, evaluate, finish.
+
+- ``session``: the run's life on a worker (claim, heartbeat, cancel, limits, workspace, the end);
+- ``conversation``: the agent process and the protocol loop, one handler per message kind;
+- ``recording``: the writes (each step, the run's end), fenced by the run's attempt;
+- ``validation``: task validation runs (the measured baseline) and their queueing;
+- ``reaper``: runs whose worker died, queued again or failed;
+- ``endings``: how a run can end, as types.
+"""
+
+from .session import RunSession, run_claim, run_execute, runs_dir
+
+__all__ = ["RunSession", "run_claim", "run_execute", "runs_dir"]

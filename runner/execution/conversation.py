@@ -1,0 +1,183 @@
+"""The conversation with the agent: start its process, send it the task, answer each message it writes.
+
+One handler per message kind: ``act`` (carry out an action, record the step, send the observation), ``llm``
+(a completion through the gateway) and lines that are not protocol messages (recorded as error steps). The
+conversation returns how the run should end; the session records it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..actions import ActionOutcome, catalogue_for_agent
+from ..agents import AGENTS_DIR
+from ..llm import LLMBudgetError, LLMError, completion_for_run
+from ..models import Run, Step
+from ..protocol import AgentChannel, AgentExited, BadMessage
+from ..sandbox import Limits, Mount, SandboxError
+from .endings import Ending, RunInterrupted
+
+if TYPE_CHECKING:
+    from .session import RunSession
+
+MAX_BAD_MESSAGES = 10
+FINAL_ANSWER_GRACE_S = 10.0
+INVALID_MESSAGE = "Invalid Message"
+
+
+class Conversation:
+    def __init__(self, session: RunSession) -> None:
+        self.session = session
+        self.run = session.run
+        self.channel: AgentChannel | None = None
+        self.bad_in_a_row = 0
+
+    # -- starting ------------------------------------------------------------------------------------------
+    def start_message(self) -> dict:
+        run, version = self.run, self.session.version
+        history = [
+            {
+                "step": s.index,
+                "action": s.action,
+                "input": s.action_input,
+                "entries": s.entries,
+                "observation": s.observation,
+            }
+            for s in Step.objects.filter(run=run).order_by("index")
+        ]
+        return {
+            "type": "start",
+            "protocol": 1,
+            "run": {"id": run.pk, "attempt": run.attempt, "model": run.model},
+            "task": {
+                "slug": run.task.slug,
+                "title": run.task.title,
+                "research_problem": version.research_problem,
+                "script": version.script_name,
+                "metric": {"name": version.metric_name, "higher_is_better": version.higher_is_better},
+            },
+            "actions": catalogue_for_agent(self.session.environment.action_names),
+            "limits": run.limits.as_message(),
+            "config": dict(run.agent.config or {}),
+            "history": history,
+        }
+
+    def start_agent(self) -> AgentChannel:
+        agent, sandbox = self.run.agent, self.session.sandbox
+        if not agent.is_trusted and not sandbox.isolates:
+            raise SandboxError(
+                f"the {sandbox.name} sandbox does not isolate processes and runs built-in agents only; "
+                "use BENCH_SANDBOX=bwrap or docker for uploaded agents"
+            )
+        mounts = [Mount(AGENTS_DIR, "/opt/mlab/mlab_agents")]
+        python_path = "/opt/mlab"
+        if agent.package_path:
+            mounts.append(Mount(Path(agent.package_path), "/opt/agent"))
+            python_path += ":/opt/agent"
+        proc = sandbox.popen(
+            [sandbox.python, "-u", "-m", agent.entrypoint],
+            mounts=mounts,
+            cwd="/tmp",
+            env={"PYTHONPATH": python_path, "MLAB_RUN_ID": str(self.run.pk)},
+            limits=Limits(memory_mb=4096),
+            stdin=subprocess.PIPE,
+        )
+        return AgentChannel(proc, self.session.dir / f"agent-{self.session.attempt}.stderr.log")
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def converse(self) -> Ending:
+        """Answer the agent until it gives its Final Answer, breaks the protocol, dies or hits a limit."""
+        tick = self.session.tick
+        self.channel = channel = self.start_agent()
+        channel.send(self.start_message(), tick=tick)
+        try:
+            ending = self.steps_left()
+            while ending is None:
+                try:
+                    message = channel.receive(tick=tick)
+                except BadMessage as exc:
+                    ending = self.on_bad_message(exc)
+                    continue
+                self.bad_in_a_row = 0
+                ending = self.on_llm(message) if message["type"] == "llm" else self.on_act(message)
+            return ending
+        except AgentExited as exc:
+            return Ending(
+                Run.Status.FAILED,
+                Run.FailureKind.AGENT,
+                f"the agent process exited (code {exc.exit_code}) without a Final Answer",
+            )
+        except RunInterrupted as exc:
+            self.record_interrupted(exc.reason)
+            channel.finish()
+            return exc.ending(self.run)
+        except LLMError as exc:
+            kind = Run.FailureKind.LIMIT if isinstance(exc, LLMBudgetError) else Run.FailureKind.INFRASTRUCTURE
+            self.record_interrupted(str(exc))
+            channel.send({"type": "end", "reason": str(exc)})
+            channel.finish(grace_s=5.0)
+            return Ending(Run.Status.FAILED, kind, str(exc))
+
+    def on_bad_message(self, exc: BadMessage) -> Ending | None:
+        """A line that is not a protocol message: an error step, and the agent is told what was expected."""
+        self.bad_in_a_row += 1
+        observation = (
+            f"ProtocolError: your last line was not understood: {exc}. Write one JSON object per "
+            'line: {"type": "act", "action": "<action name>", "input": {...}, "entries": {...}} '
+            'or {"type": "llm", "messages": [{"role": "user", "content": "..."}]}.'
+        )
+        step = self.session.record(
+            INVALID_MESSAGE, {"line": exc.line_preview}, {}, ActionOutcome(observation, error=True)
+        )
+        self.channel.send({"type": "error", "step": step.index, "message": observation, "error": True})
+        if self.bad_in_a_row >= MAX_BAD_MESSAGES:
+            self.channel.finish()
+            return Ending(
+                Run.Status.FAILED,
+                Run.FailureKind.AGENT,
+                f"the agent wrote {MAX_BAD_MESSAGES} lines in a row that were not protocol messages",
+            )
+        return self.steps_left()
+
+    def on_llm(self, message: dict) -> None:
+        """A completion for the agent; it belongs to the step the agent takes next."""
+        session = self.session
+        answer = completion_for_run(run=self.run, step_index=session.step_index, message=message, tick=session.tick)
+        self.channel.send(answer, tick=session.tick)
+
+    def on_act(self, message: dict) -> Ending | None:
+        """Carry out the action and record the step, then send the observation."""
+        step, outcome = self.session.act(message)
+        answer = {
+            "type": "observation",
+            "step": step.index,
+            "observation": outcome.observation,
+            "error": outcome.error,
+            "done": outcome.final,
+        }
+        self.channel.send(answer, tick=self.session.tick)
+        if outcome.final:
+            self.channel.finish(grace_s=FINAL_ANSWER_GRACE_S)
+            return Ending(Run.Status.FINISHED)
+        return self.steps_left()
+
+    # -- endings -------------------------------------------------------------------------------------------
+    def steps_left(self) -> Ending | None:
+        """None while the run may take another step; at the limit, the agent is told and the run ends."""
+        max_steps = self.run.max_steps
+        if self.session.step_index < max_steps:
+            return None
+        self.channel.send({"type": "end", "reason": f"the run reached its limit of {max_steps} steps"})
+        self.channel.finish(grace_s=5.0)
+        return Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"reached the step limit of {max_steps} steps")
+
+    def record_interrupted(self, reason: str) -> None:
+        """The action in progress when the run had to end is recorded too, saying why it did not finish."""
+        current = self.session.current
+        if current is not None:
+            observation = f"EnvError: the run ended while this action was running: {reason}."
+            self.session.record(
+                current.action, current.action_input, current.entries, ActionOutcome(observation, error=True)
+            )

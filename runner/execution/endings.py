@@ -1,0 +1,60 @@
+"""How a run can end, as types: the ending recorded on the run, and the exceptions that carry one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models import Run
+from ..sandbox.process import Interrupted
+
+
+@dataclass
+class Ending:
+    status: str
+    failure_kind: str = ""
+    error: str = ""
+    evaluate: bool = True
+
+
+class LostOwnership(Exception):
+    """Another worker or a cancel owns the run now; stop without writing."""
+
+
+class RunAborted(Exception):
+    """The run cannot go on and ends as its ``ending`` says (without an evaluation)."""
+
+    def __init__(self, ending: Ending) -> None:
+        super().__init__(ending.error)
+        self.ending = ending
+
+
+class RunInterrupted(Interrupted):
+    """The run must stop now, whatever is running (the sandbox kills it); ``reason`` says why in words."""
+
+    reason = ""
+
+    def ending(self, run: Run) -> Ending:
+        raise NotImplementedError
+
+
+class Cancelled(RunInterrupted):
+    """Someone asked the run to stop."""
+
+    reason = "it was cancelled"
+
+    def ending(self, run: Run) -> Ending:
+        return Ending(Run.Status.CANCELLED, error="cancelled by request", evaluate=False)
+
+
+class OutOfTime(RunInterrupted):
+    """The run reached its wall-time limit; what the agent left is still scored."""
+
+    reason = "it reached its time limit"
+
+    def ending(self, run: Run) -> Ending:
+        return Ending(Run.Status.TIMED_OUT, Run.FailureKind.LIMIT, f"reached the time limit of {run.max_time_s} s")
+
+
+def infrastructure_failure(error: str) -> Ending:
+    """Not the agent's fault: ranked apart from what the agent did, never evaluated."""
+    return Ending(Run.Status.FAILED, Run.FailureKind.INFRASTRUCTURE, error, evaluate=False)

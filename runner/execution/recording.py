@@ -1,0 +1,152 @@
+"""Writing what a run did: each step (before the agent sees its observation) and how the run ended.
+
+Every write is fenced by the run's attempt: an attempt that lost the run (the reaper re-queued it, or it was
+finished elsewhere) writes nothing over its successor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from task_bank.models import TaskVersion
+
+from ..actions import ActionOutcome
+from ..evaluation import EvalResult
+from ..models import LLMCall, Run, Step
+from ..protocol import AgentChannel
+from ..snapshots import BlobStore
+from ..text import db_json, db_text
+from .endings import Ending
+from .validation import validation_record
+
+log = logging.getLogger(__name__)
+
+ENTRY_LIMIT = 20_000
+INPUT_LIMIT = 1_000_000
+
+
+def step_record(
+    *,
+    run: Run,
+    index: int,
+    action: str,
+    action_input: object,
+    entries: object,
+    outcome: ActionOutcome,
+    snapshot: str,
+    started: datetime,
+    store: BlobStore,
+) -> Step:
+    """One step, with the LLM calls made for it and its usage counted to the run, in one transaction."""
+    full = store.put_bytes(outcome.full_observation.encode()) if outcome.full_observation else ""
+    with transaction.atomic():
+        step = Step.objects.create(
+            run=run,
+            index=index,
+            action=db_text(action[:100]),
+            action_input=db_json(_bounded_input(action_input, store)),
+            entries=db_json(_clean_entries(entries)),
+            observation=db_text(outcome.observation),
+            observation_blob=full,
+            is_error=outcome.error,
+            started_at=started,
+            duration_s=(timezone.now() - started).total_seconds(),
+            snapshot=snapshot,
+            low_level=db_json(outcome.low_level),
+            detail=db_json(outcome.detail),
+        )
+        calls = LLMCall.objects.filter(run=run, step__isnull=True, step_index=index)
+        usage = calls.aggregate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost"))
+        if usage["tokens_in"] is not None:
+            Step.objects.filter(pk=step.pk).update(
+                tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost=usage["cost"]
+            )
+        calls.update(step=step)
+        Run.objects.filter(pk=run.pk).update(
+            steps_count=F("steps_count") + 1,
+            live_action="",
+            live_output="",
+            cpu_seconds=F("cpu_seconds") + float(outcome.detail.get("cpu_seconds", 0)),
+            peak_memory_mb=Greatest(F("peak_memory_mb"), float(outcome.detail.get("max_rss_mb", 0))),
+        )
+    return step
+
+
+def run_finish(
+    *, run_id: int, attempt: int, ending: Ending, result: EvalResult | None, channel: AgentChannel | None
+) -> None:
+    """Record how the run ended. If that fails, the run is still ended (as an infrastructure failure)
+    rather than left live for the reaper to run again."""
+    try:
+        _finish(run_id=run_id, attempt=attempt, ending=ending, result=result, channel=channel)
+    except Exception as exc:
+        log.exception("run %s: could not record its end", run_id)
+        Run.objects.filter(pk=run_id, status__in=Run.LIVE, attempt=attempt).update(
+            status=Run.Status.FAILED,
+            failure_kind=Run.FailureKind.INFRASTRUCTURE,
+            error=db_text(f"the run ended ({ending.status}) but recording it failed: {exc}"[:4000]),
+            finished_at=timezone.now(),
+        )
+
+
+def _finish(
+    *, run_id: int, attempt: int, ending: Ending, result: EvalResult | None, channel: AgentChannel | None
+) -> None:
+    now = timezone.now()
+    run = Run.objects.select_related("task_version").get(pk=run_id)
+    fields = {
+        "status": ending.status,
+        "failure_kind": ending.failure_kind,
+        "error": db_text(ending.error),
+        "finished_at": now,
+        "wall_seconds": (now - (run.started_at or now)).total_seconds(),
+        "live_action": "",
+        "live_output": "",
+    }
+    if channel is not None:
+        channel.finish()
+        fields["stderr_tail"] = db_text(channel.stderr_tail.text())
+        fields["cpu_seconds"] = run.cpu_seconds + channel.cpu_seconds
+        fields["peak_memory_mb"] = max(run.peak_memory_mb, channel.max_rss_mb)
+    if result is not None:
+        fields["final_score"] = result.score
+        fields["eval_error"] = db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
+        if result.score is None and not result.error:
+            fields["eval_error"] = "evaluation produced no score"
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run.pk, status__in=Run.LIVE, attempt=attempt).update(**fields)
+        if not updated:
+            log.warning("run %s: finished elsewhere; not overwriting", run.pk)
+            return
+        version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
+        if run.purpose == Run.Purpose.VALIDATION:
+            validation_record(version, ending, result, fields["wall_seconds"], run_id=run.pk)
+        if result is not None:
+            Run.objects.filter(pk=run.pk).update(
+                improvement=version.improvement_of(result.score),
+                succeeded=version.succeeded_with(result.score),
+            )
+    log.info("run %s ended %s (score %s)", run.pk, ending.status, result and result.score)
+
+
+def _clean_entries(entries: object) -> dict:
+    if not isinstance(entries, dict):
+        return {"(entries)": str(entries)[:ENTRY_LIMIT]}
+    return {str(k)[:100]: (v if isinstance(v, str) else str(v))[:ENTRY_LIMIT] for k, v in entries.items()}
+
+
+def _bounded_input(action_input: object, store: BlobStore) -> object:
+    try:
+        text = json.dumps(action_input)
+    except (TypeError, ValueError):
+        return {"(unserialisable input)": repr(action_input)[:ENTRY_LIMIT]}
+    if len(text) <= INPUT_LIMIT:
+        return action_input
+    return {"(input too large to show)": f"{len(text)} bytes", "blob": store.put_bytes(text.encode())}

@@ -1,0 +1,312 @@
+"""A run's life on a worker: claim it, prepare the task, lay out the workspace, hand over to the conversation
+with the agent, snapshot and evaluate the final workspace, and record the end.
+
+While it lives, the session ticks: it sends heartbeats (the reaper re-queues a run whose heartbeats stop),
+notices a cancel request, enforces the wall-time limit and publishes the live output of the running action.
+The database is the source of truth: every status change is a conditional UPDATE fenced by the attempt, and a
+session that finds it no longer owns its run stops without writing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from task_bank.models import TaskVersion
+
+from ..actions import ActionOutcome, EnvError, Environment
+from ..evaluation import EvalResult, evaluate
+from ..llm import LLMRequestError, complete
+from ..models import Run, Step
+from ..preparation import PreparedTask, TaskPreparationError, task_version_prepare
+from ..sandbox import Limits, SandboxError
+from ..sandbox.process import HeadTail
+from ..sandboxes import get_sandbox
+from ..snapshots import BlobStore, remove_tree, workspace_restore
+from ..text import db_text
+from .conversation import Conversation
+from .endings import Cancelled, Ending, LostOwnership, OutOfTime, RunAborted, RunInterrupted, infrastructure_failure
+from .recording import run_finish, step_record
+from .validation import task_version_validate_queue
+
+log = logging.getLogger(__name__)
+
+LIVE_OUTPUT_BYTES = 8000
+
+
+def run_claim(run_id: int, *, worker: str = "") -> Run | None:
+    """queued -> preparing, as one conditional UPDATE. None when someone else has it (idempotence)."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.PREPARING,
+        attempt=F("attempt") + 1,
+        worker=worker[:200],
+        heartbeat_at=now,
+    )
+    if not claimed:
+        return None
+    run = Run.objects.select_related("task", "task_version", "agent").get(pk=run_id)
+    if run.started_at is None:
+        run.started_at = now
+        Run.objects.filter(pk=run_id).update(started_at=now)
+    return run
+
+
+def run_execute(run_id: int, *, worker: str = "", parent: RunSession | None = None) -> Run | None:
+    """Execute a queued run to its end. Returns the finished run, or None if it was not ours to run.
+
+    parent: the run waiting for this one (a benchmark run validating its task first); it keeps beating."""
+    run = run_claim(run_id, worker=worker)
+    if run is None:
+        log.info("run %s is not queued; nothing to do", run_id)
+        return None
+    RunSession(run, parent=parent).execute()
+    return Run.objects.get(pk=run_id)
+
+
+def runs_dir(run: Run) -> Path:
+    return Path(settings.BENCH_RUNS_DIR) / str(run.pk)
+
+
+@dataclass
+class CurrentAction:
+    """The action being carried out: a run that has to end in the middle of it still records it."""
+
+    action: str
+    action_input: object
+    entries: object
+    started: datetime = field(default_factory=timezone.now)
+
+
+class RunSession:
+    def __init__(self, run: Run, *, parent: RunSession | None = None) -> None:
+        self.run = run
+        self.parent = parent
+        self.version: TaskVersion = run.task_version
+        self.attempt = run.attempt
+        self.store = BlobStore()
+        self.dir = runs_dir(run)
+        # Each attempt has its own folder: an old attempt that finds out late it lost the run removes only its own.
+        self.workspace = self.dir / f"workspace-{self.attempt}"
+        started = run.started_at or timezone.now()
+        elapsed = (timezone.now() - started).total_seconds()
+        self.deadline = time.monotonic() + max(run.max_time_s - elapsed, 0)
+        self.step_index = run.steps_count
+        self.current: CurrentAction | None = None
+        self.live = HeadTail(LIVE_OUTPUT_BYTES)
+        self.live_dirty = False
+        self._last_check = self._last_beat = self._last_live = 0.0
+        self.sandbox = None
+        self.conversation: Conversation | None = None
+        self.environment: Environment | None = None
+        self.snapshotter = None
+
+    # -- ticking: heartbeat, cancel, limits, live output ---------------------------------------------------
+    def beat(self) -> None:
+        """Tell the reaper this run's worker is alive (a run waiting for a nested validation run)."""
+        now = time.monotonic()
+        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S:
+            self._last_beat = now
+            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(heartbeat_at=timezone.now())
+        if self.parent is not None:
+            self.parent.beat()
+
+    def tick(self) -> None:
+        """Called often by everything that waits: raises LostOwnership or a RunInterrupted when the run must stop."""
+        now = time.monotonic()
+        if self.parent is not None:
+            self.parent.beat()
+        if now - self._last_check >= 1.0:
+            self._last_check = now
+            row = Run.objects.filter(pk=self.run.pk).values("status", "attempt", "cancel_requested_at").first()
+            if row is None or row["attempt"] != self.attempt or row["status"] not in Run.LIVE:
+                raise LostOwnership()
+            if row["cancel_requested_at"] is not None:
+                raise Cancelled()
+        if now >= self.deadline:
+            raise OutOfTime()
+        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S or (self.live_dirty and now - self._last_live >= 2):
+            self._last_beat = self._last_live = now
+            fields = {"heartbeat_at": timezone.now()}
+            if self.live_dirty:
+                fields["live_output"] = db_text(self.live.text())
+                self.live_dirty = False
+            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(**fields)
+
+    def on_output(self, stream: str, data: bytes) -> None:
+        self.live.write(data)
+        self.live_dirty = True
+
+    def transition(self, source: str, target: str) -> None:
+        if not Run.objects.filter(pk=self.run.pk, status=source, attempt=self.attempt).update(
+            status=target, heartbeat_at=timezone.now()
+        ):
+            raise LostOwnership()
+        self.run.status = target
+
+    # -- the whole run -------------------------------------------------------------------------------------
+    def execute(self) -> None:
+        try:
+            self.sandbox = get_sandbox(self.run.sandbox or None)
+            if self.run.purpose == Run.Purpose.BENCHMARK:
+                self.ensure_validated()
+            prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick)
+            self.layout(prepared)
+            self.transition(Run.Status.PREPARING, Run.Status.RUNNING)
+            self.conversation = Conversation(self)
+            ending = self.conversation.converse()
+            self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
+            final_sha, manifest = self.snapshotter.take()
+            Run.objects.filter(pk=self.run.pk).update(final_snapshot=final_sha)
+            result = None
+            if ending.evaluate:
+                self.transition(Run.Status.RUNNING, Run.Status.EVALUATING)
+                result = evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick)
+            self.finish(ending, result)
+        except LostOwnership:
+            log.warning("run %s: no longer ours (attempt %s); stopping without writing", self.run.pk, self.attempt)
+        except RunInterrupted as exc:
+            self.finish(exc.ending(self.run), None)
+        except (TaskPreparationError, SandboxError) as exc:
+            self.finish(infrastructure_failure(str(exc)), None)
+        except RunAborted as exc:
+            self.finish(exc.ending, None)
+        except Exception:
+            log.exception("run %s crashed", self.run.pk)
+            self.finish(
+                infrastructure_failure("internal error in the runner:\n" + traceback.format_exc()[-4000:]), None
+            )
+        finally:
+            if self.environment is not None:
+                self.environment.close()
+            if self.conversation is not None and self.conversation.channel is not None:
+                self.conversation.channel.close()
+            remove_tree(self.workspace)
+
+    def ensure_validated(self) -> None:
+        """A benchmark run needs a measured baseline: validate the task version first if nobody has."""
+        waited_until = time.monotonic() + self.version.max_time_s + settings.BENCH_EVAL_TIMEOUT_S + 600
+        while True:
+            version = TaskVersion.objects.get(pk=self.version.pk)
+            self.version = self.run.task_version = version
+            if version.status == TaskVersion.Status.READY:
+                return
+            if version.status == TaskVersion.Status.FAILED:
+                raise RunAborted(
+                    infrastructure_failure(
+                        f"task {version.task.slug} v{version.number} failed validation:\n{version.validation_log}"
+                    )
+                )
+            if version.status == TaskVersion.Status.PENDING:
+                # Queued as well as run here: if this worker dies first, another one picks the message up;
+                # whoever claims it first runs it, the other finds it taken.
+                validation = task_version_validate_queue(version=version, enqueue=True)
+                if validation is not None:
+                    log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation.pk)
+                    run_execute(validation.pk, worker=self.run.worker, parent=self)
+                continue
+            if time.monotonic() > waited_until:
+                raise RunAborted(
+                    infrastructure_failure(
+                        f"task {version.task.slug} v{version.number} is still validating; gave up waiting"
+                    )
+                )
+            self.tick()
+            time.sleep(1.0)
+
+    def layout(self, prepared: PreparedTask) -> None:
+        """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked."""
+        remove_tree(self.workspace)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
+        manifest = self.store.manifest_load(last) if last else prepared.env_manifest
+        self.snapshotter = workspace_restore(
+            manifest, self.workspace, self.store, read_only=set(prepared.read_only_files), sandbox=self.sandbox
+        )
+        if not self.run.initial_snapshot:
+            self.run.initial_snapshot = prepared.env_manifest_sha
+            Run.objects.filter(pk=self.run.pk).update(initial_snapshot=prepared.env_manifest_sha)
+        resources = self.version.resources or {}
+        cpus = float(resources.get("cpus", 1))
+        self.environment = Environment(
+            workspace=self.workspace,
+            sandbox=self.sandbox,
+            read_only_patterns=list(self.version.read_only_patterns),
+            read_only_files=prepared.read_only_files,
+            limits=Limits(
+                memory_mb=int(resources.get("memory_mb", 4096)) * 2,
+                cpus=cpus,
+                gpus=int(resources.get("gpus", 0)),
+                cpu_seconds=settings.BENCH_ACTION_CPU_S or int(settings.BENCH_ACTION_TIMEOUT_S * max(cpus, 1)),
+            ),
+            action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+            observation_limit=settings.BENCH_OBSERVATION_LIMIT,
+            on_output=self.on_output,
+            tick=self.tick,
+            python=self.sandbox.python,
+            cpus=int(cpus),
+            research_problem=self.version.research_problem,
+            llm=self.action_llm if self.run.model else None,
+            workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
+        )
+
+    def action_llm(self, messages: list[dict], purpose: str) -> str:
+        """Completions for the LLM-backed actions, on the agent's fast model, counted to this run and step."""
+        model = (self.run.agent.config or {}).get("fast_model") or self.run.model
+        try:
+            result = complete(
+                run=self.run,
+                messages=messages,
+                model=model,
+                step_index=self.step_index,
+                purpose=purpose,
+                tick=self.tick,
+            )
+        except LLMRequestError as exc:
+            raise EnvError(f"the LLM call failed: {exc}") from exc
+        return result.text
+
+    # -- acting and recording -------------------------------------------------------------------------------
+    def act(self, message: dict) -> tuple[Step, ActionOutcome]:
+        """Carry out an ``act`` message's action and record it as a step."""
+        action_input = message.get("input", {})
+        self.current = current = CurrentAction(str(message["action"])[:100], action_input, message.get("entries") or {})
+        Run.objects.filter(pk=self.run.pk).update(live_action=db_text(current.action), live_output="")
+        outcome = self.environment.execute(message["action"], action_input)
+        step = self.record(current.action, action_input, current.entries, outcome)
+        if outcome.final:
+            answer = action_input.get("final_answer", "") if isinstance(action_input, dict) else ""
+            Run.objects.filter(pk=self.run.pk).update(final_answer=db_text(str(answer)[:20_000]))
+        return step, outcome
+
+    def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
+        """Commit the step (with the workspace snapshot after it) before the agent sees the observation."""
+        snapshot, _ = self.snapshotter.take()
+        step = step_record(
+            run=self.run,
+            index=self.step_index,
+            action=action,
+            action_input=action_input,
+            entries=entries,
+            outcome=outcome,
+            snapshot=snapshot,
+            started=self.current.started if self.current is not None else timezone.now(),
+            store=self.store,
+        )
+        self.step_index += 1
+        self.current = None
+        self.live = HeadTail(LIVE_OUTPUT_BYTES)
+        self.live_dirty = False
+        return step
+
+    def finish(self, ending: Ending, result: EvalResult | None) -> None:
+        channel = self.conversation.channel if self.conversation is not None else None
+        run_finish(run_id=self.run.pk, attempt=self.attempt, ending=ending, result=result, channel=channel)
