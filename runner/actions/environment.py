@@ -39,8 +39,8 @@ class Environment:
     python: str = "python"
     cpus: int = 1
     research_problem: str = ""
-    #: llm(messages, purpose) -> text, for the LLM-backed actions; None = the run has no model.
-    llm: Callable[[list[dict], str], str] | None = None
+    #: llm(messages, purpose, options) -> text, for the LLM-backed actions; None = the run has no model.
+    llm: Callable[[list[dict], str, dict], str] | None = None
     workspace_limit_mb: int = 2048
 
     def __post_init__(self) -> None:
@@ -68,10 +68,10 @@ class Environment:
     def low_read_or_empty(self, file_name: str) -> str:
         return self.low(READ_FILE, {"file_name": file_name}) if self.kind(file_name) != "missing" else ""
 
-    def ask(self, prompt: str, purpose: str) -> str:
+    def ask(self, prompt: str, purpose: str, options: dict) -> str:
         if self.llm is None:
             raise EnvError("this run has no model, so actions that need an LLM are not available")
-        return self.llm([{"role": "user", "content": prompt}], purpose)
+        return self.llm([{"role": "user", "content": prompt}], purpose, options)
 
     def repl(self) -> Repl:
         if self._repl is None:

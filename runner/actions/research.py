@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from .environment import Environment
 
 RESEARCH_LOG = "research_log.log"
-BLOCK_CHARS = 8000
+# As MLAgentBench asks its models: every completion stops at "Observation:" and may take 2,000 tokens at
+# temperature 0.5; the fast model (reading a file, reflecting, retrieving) answers at 0.01, and the edit model
+# may take 4,000 tokens. Understand File reads 10,000-character blocks.
+COMPLETION_OPTIONS = {"max_tokens": 2000, "temperature": 0.5, "stop": ["Observation:"]}
+FAST_OPTIONS = {**COMPLETION_OPTIONS, "temperature": 0.01}
+EDIT_OPTIONS = {**COMPLETION_OPTIONS, "max_tokens": 4000}
+BLOCK_CHARS = 10_000
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -59,7 +65,7 @@ def understand_file(env: Environment, file_name: str, things_to_look_for: str) -
             "looked for. Only describe what the file content objectively confirms; do not guess numbers. If this "
             'part does not answer some of the request, say "In this segment, I cannot find ...".'
         )
-        descriptions.append(env.ask(prompt, "understand file"))
+        descriptions.append(env.ask(prompt, "understand file", FAST_OPTIONS))
     if len(descriptions) == 1:
         return descriptions[0]
     joined = "\n\n".join(f"Segment {i}:\n{d}" for i, d in enumerate(descriptions))
@@ -67,6 +73,7 @@ def understand_file(env: Environment, file_name: str, things_to_look_for: str) -
         "Given the relevant observations for each segment of a file, summarize them into one cohesive description "
         f"of the entire file on what to look for and what should be returned: {things_to_look_for}\n{joined}",
         "understand file",
+        FAST_OPTIONS,
     )
 
 
@@ -79,7 +86,7 @@ def _edit(
         f"Edit the script by following the instruction:\n{instruction}\n"
         'Provide the full code after the edit, making no other changes. Start the python code with "```python".'
     )
-    completion = env.ask(prompt, "edit script")
+    completion = env.ask(prompt, "edit script", EDIT_OPTIONS)
     match = CODE_BLOCK.search(completion)
     if match is None:
         raise EnvError(
@@ -140,7 +147,7 @@ def reflection(env: Environment, things_to_reflect_on: str) -> str:
         f"Reflect on this: {things_to_reflect_on}\n"
         "Give an answer in natural language paragraphs as truthfully as possible."
     )
-    return env.ask(prompt, "reflection")
+    return env.ask(prompt, "reflection", FAST_OPTIONS)
 
 
 def retrieval_from_research_log(env: Environment, current_plan: str) -> str:
@@ -153,7 +160,7 @@ def retrieval_from_research_log(env: Environment, current_plan: str) -> str:
         "steps, such as the baseline performance, the experiments that were tried and their results, and the "
         "errors that happened."
     )
-    return env.ask(prompt, "retrieval")
+    return env.ask(prompt, "retrieval", FAST_OPTIONS)
 
 
 # Actions that need no LLM are always offered; the others only when the run has a model.

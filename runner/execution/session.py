@@ -258,7 +258,7 @@ class RunSession:
             workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
         )
 
-    def action_llm(self, messages: list[dict], purpose: str) -> str:
+    def action_llm(self, messages: list[dict], purpose: str, options: dict) -> str:
         """Completions for the LLM-backed actions, on the agent's fast model, counted to this run and step."""
         model = (self.run.agent.config or {}).get("fast_model") or self.run.model
         try:
@@ -268,6 +268,7 @@ class RunSession:
                 model=model,
                 step_index=self.step_index,
                 purpose=purpose,
+                options=options,
                 tick=self.tick,
             )
         except LLMRequestError as exc:

@@ -17,8 +17,8 @@ def env(tmp_path, tiny_task, endpoint):
     workspace.mkdir()
     (workspace / "train.py").write_text("EPOCHS = 1\nprint('training')\n")
 
-    def llm(messages, purpose):
-        return complete(run=run, messages=messages, step_index=0, purpose=purpose).text
+    def llm(messages, purpose, options):
+        return complete(run=run, messages=messages, step_index=0, purpose=purpose, options=options).text
 
     environment = Environment(
         workspace=workspace, sandbox=get_sandbox(), python=sandbox_python(), llm=llm, research_problem="Train better."
@@ -38,6 +38,8 @@ def test_edit_script_writes_the_edited_code_and_shows_the_diff(env, llm_server):
     assert (env.workspace / "train.py").read_text() == "EPOCHS = 10\nprint('training')\n"
     assert "-EPOCHS = 1\n+EPOCHS = 10" in outcome.observation
     assert [s["action"] for s in outcome.low_level] == ["Read File", "Read File", "Write File"]
+    request = llm_server.requests[0]
+    assert (request["max_tokens"], request["temperature"], request["stop"]) == (4000, 0.5, ["Observation:"])
     assert "train for 10 epochs" in llm_server.requests[0]["messages"][0]["content"]
     # The edit can be undone.
     env.execute("Undo Edit Script", {"script_name": "train.py"})
@@ -74,13 +76,15 @@ def test_an_edit_without_code_changes_nothing_and_says_why(env, llm_server):
 
 
 def test_understand_file_asks_about_each_block_and_combines(env, llm_server):
-    (env.workspace / "big.txt").write_text("\n".join(f"row {i} " + "x" * 90 for i in range(200)))
+    (env.workspace / "big.txt").write_text("\n".join(f"row {i} " + "x" * 90 for i in range(300)))
     llm_server.default = "a description"
 
     outcome = env.execute("Understand File", {"file_name": "big.txt", "things_to_look_for": "the rows"})
 
     assert outcome.observation == "a description"
-    assert len(llm_server.requests) == 4  # 3 blocks of at most 8000 characters, then one summary
+    assert len(llm_server.requests) == 4  # 3 blocks of at most 10,000 characters, then one summary
+    for request in llm_server.requests:
+        assert (request["max_tokens"], request["temperature"], request["stop"]) == (2000, 0.01, ["Observation:"])
     assert "Segment 0:" in llm_server.requests[-1]["messages"][0]["content"]
     assert LLMCall.objects.filter(run=env.run, purpose="understand file").count() == 4
 
