@@ -120,11 +120,12 @@ def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_
     agent = Agent.objects.create(
         name="research-fast", entrypoint="mlab_agents.research", config={"fast_model": "test-fast"}
     )
-    script = "print('a' * 9000)\nprint('b' * 9000)\nprint('c' * 9000)\n"
     replies = [
         answer("List Files", {"dir_path": "."}, "look around"),
-        answer("Write File", {"file_name": "long.py", "content": script}, "write a chatty script"),
+        answer("Write File", {"file_name": "long.py", "content": "for c in 'abc':\n    print(c * 9000)\n"}, "write"),
         answer("Execute Script", {"script_name": "long.py"}, "run it"),
+        answer("Write File", {"file_name": "mid.py", "content": "print('m' * 6000)\n"}, "write a shorter one"),
+        answer("Execute Script", {"script_name": "mid.py"}, "run that"),
         answer("Final Answer", {"final_answer": "done"}, "submit"),
     ]
     agent_prompts, fast_prompts = [], []
@@ -142,21 +143,25 @@ def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_
     run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
 
     assert run.status == "finished", (run.error, run.stderr_tail)
-    observation = Step.objects.get(run=run, action="Execute Script").observation
-    assert len(observation) > 20_000
-    blocks = [observation[i : i + 10_000] for i in range(0, len(observation), 10_000)]
+    long, mid = (s.observation for s in Step.objects.filter(run=run, action="Execute Script"))
+    assert len(long) > 20_000 and 5000 < len(mid) <= 10_000
+    blocks = [long[i : i + 10_000] for i in range(0, len(long), 10_000)]
     assert len(blocks) == 3
-    # Only the long observation was summarised: one call per 10,000-character block, then one merge.
-    assert len(fast_prompts) == len(blocks) + 1
+    # Short observations are kept. The long one: one call per 10,000-character block, then one merge; the one
+    # over 5,000 characters but within a block: one call, no merge.
+    assert len(fast_prompts) == len(blocks) + 1 + 1
     for block, prompt in zip(blocks, fast_prompts, strict=False):
         assert f"```\n{block}\n```" in prompt
-    assert all(f"block {n}" in fast_prompts[-1] for n in (1, 2, 3)) and observation not in fast_prompts[-1]
+    merge = fast_prompts[3]
+    assert all(f"block {n}" in merge for n in (1, 2, 3)) and "aaaaaaaaaa" not in merge
+    assert f"```\n{mid}\n```" in fast_prompts[4]
     fast_requests = [r for r in llm_server.requests if r["model"] == "scripted-fast"]
     assert all(r["temperature"] == 0.01 and r["stop"] == ["Observation:"] for r in fast_requests)
-    assert LLMCall.objects.filter(run=run, purpose="summarize observation", model="scripted-fast").count() == 4
-    # The merged summary (after its [Observation]: label) stands in for the observation in the window.
+    assert LLMCall.objects.filter(run=run, purpose="summarize observation", model="scripted-fast").count() == 5
+    # The summary (after its [Observation]: label) stands in for the observation in the window.
     assert "\nObservation:\n```\n three lines of a, b and c\n```" in agent_prompts[3]
     assert "aaaaaaaaaa" not in agent_prompts[3]
+    assert "\nObservation:\n```\n block 5\n```" in agent_prompts[5] and "mmmmmmmmmm" not in agent_prompts[5]
 
 
 @pytest.mark.django_db(transaction=True)
