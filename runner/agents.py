@@ -21,11 +21,19 @@ BUILTIN_AGENTS = [
         "name": "research",
         "entrypoint": "mlab_agents.research",
         "description": (
-            "MLAgentBench's research agent: Reflection, Research Plan and Status, Fact Check, Thought, Action and "
-            "Action Input at every step, on the run's model."
+            "MLAgentBench's research agent, as its code behaves: Reflection, Research Plan and Status, Fact Check, "
+            "Thought, Action and Action Input at every step, 8 tools in the prompt, the last 3 steps in context, "
+            "on the run's model."
         ),
         "uses_llm": True,
-        "config": {"history_window": 3, "max_retries": 5, "summarize_over": 5000, "retrieval": False},
+        "config": {
+            "history_window": 3,
+            "observation_window": 3,
+            "max_retries": 5,
+            "summarize_over": 5000,
+            "retrieval": False,
+            "agent_max_steps": 50,
+        },
     },
     {
         "name": "tuner",

@@ -70,7 +70,7 @@ def test_the_research_agent_completes_a_run_and_its_entries_tokens_and_cost_are_
     assert float(run.cost) == pytest.approx((44 * 1 + 28 * 2) / 1e6)
     assert sum(s.tokens_in for s in steps) == 44
     reminder = llm_server.requests[2]["messages"][0]["content"]
-    assert "could not be used: the response is missing Reflection" in reminder
+    assert "with every one of these entries: Reflection, Research Plan and Status, Fact Check, Thought" in reminder
     # The history window carries the previous step's observation into the next prompt.
     assert "training" in llm_server.requests[2]["messages"][0]["content"]
 
@@ -102,46 +102,6 @@ def test_a_model_server_that_keeps_failing_ends_the_run_as_infrastructure(tiny_t
     assert run.status == "failed" and run.failure_kind == "infrastructure"
     assert re.search(r"failed 3 times: HTTP 502", run.error)
     assert Run.objects.get(pk=run.pk).steps_count == 0
-
-
-@pytest.mark.django_db(transaction=True)
-def test_long_observations_are_summarised_and_the_research_log_is_retrieved(tiny_task, endpoint, llm_server):
-    from runner.models import Agent
-
-    agent = Agent.objects.create(
-        name="research-retrieval", entrypoint="mlab_agents.research", config={"retrieval": True, "summarize_over": 200}
-    )
-    long_script = "for i in range(200):\n    print('loss', i)\n"
-    purposes = []
-
-    def reply(request):
-        purpose = request["messages"][0]["content"]
-        if purpose.startswith("Summarize this observation"):
-            purposes.append("summarize")
-            return "the loss went from 0 to 199"
-        if purpose.startswith("Summarize this step"):
-            purposes.append("log")
-            return "step summary"
-        if "Concisely list the information" in purpose:
-            purposes.append("retrieve")
-            return "earlier: wrote a script"
-        steps_done = request["messages"][0]["content"].count("Observation:\n```\n") - 1
-        plan = [
-            answer("Write File", {"file_name": "long.py", "content": long_script}),
-            answer("Execute Script", {"script_name": "long.py"}),
-            answer("Final Answer", {"final_answer": "done"}),
-        ]
-        purposes.append("agent")
-        return plan[min(steps_done, 2)]
-
-    llm_server.default = reply
-    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
-
-    assert run.status == "finished", (run.error, run.stderr_tail)
-    assert "summarize" in purposes and "log" in purposes and "retrieve" in purposes
-    prompts = [r["messages"][0]["content"] for r in llm_server.requests]
-    assert any("the loss went from 0 to 199" in p and "Research Problem" in p for p in prompts)
-    assert any("earlier: wrote a script" in p and "Research Problem" in p for p in prompts)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -196,24 +156,6 @@ def test_the_research_agent_improves_a_builtin_task_with_its_fast_model_and_a_th
     marker = "File marker_one.txt written successfully."
     assert [marker in p for p in agent_prompts] == [False, True, True, True, False]
     assert "validation accuracy" in agent_prompts[4] and "+model = RandomForestClassifier" in agent_prompts[4]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_model_that_never_answers_in_format_is_asked_six_times_per_step(tiny_task, research, llm_server):
-    llm_server.default = "I would rather chat."
-    run = run_create(
-        task=tiny_task.task, agent=research, model="test-model", enqueue=False, limits=RunLimits(max_steps=2)
-    )
-    run = run_execute(run.pk)
-
-    assert run.status == "failed" and run.failure_kind == "limit"
-    assert LLMCall.objects.filter(run=run, purpose="agent").count() == 12  # 1 ask and 5 re-asks, per step
-    steps = list(Step.objects.filter(run=run))
-    assert len(steps) == 2
-    for step in steps:
-        assert step.is_error and "could not be parsed" in step.entries["Thought"]
-    last_prompt = llm_server.requests[5]["messages"][0]["content"]
-    assert "Your previous answer could not be used" in last_prompt
 
 
 @pytest.mark.django_db(transaction=True)
