@@ -1,5 +1,6 @@
 # The image of the docker sandbox (BENCH_SANDBOX=docker): Python with what task scripts, agents and eval.py
-# import. The platform mounts the workspace, the agent code and the hidden task scripts at run time.
+# import. The platform mounts the workspace, the agent code, the evaluation harness (runner/harness, at
+# /opt/mlab/harness) and the hidden task scripts at run time.
 #   docker build -f docker/sandbox.Dockerfile -t mlab-bench-sandbox:latest .
 FROM python:3.11-slim
 ENV PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

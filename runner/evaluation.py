@@ -21,47 +21,10 @@ from .sandbox.process import run_process
 from .sandboxes import get_sandbox
 from .snapshots import BlobStore, Manifest, remove_tree, workspace_restore
 
-# Runs inside the sandbox: import scripts/eval.py as MLAgentBench does and call get_score on the submission.
-# The score goes back on a pipe (argv[3]: its descriptor, or a folder for backends that cannot pass one).
-# The harness makes itself undumpable first, so processes that eval.py starts to run the submission (they
-# run as the same user) can neither read its memory nor open its descriptors through /proc.
-HARNESS = r"""
-import ctypes, importlib.util, json, math, os, sys, traceback
-scripts, submission, out = sys.argv[1:4]
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-if out.isdigit():
-    os.set_inheritable(int(out), False)
-result = {}
-try:
-    sys.path.insert(0, scripts)
-    spec = importlib.util.spec_from_file_location("eval", os.path.join(scripts, "eval.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["eval"] = module
-    spec.loader.exec_module(module)
-    if not callable(getattr(module, "get_score", None)):
-        result = {"error": "eval.py has no get_score(submission_folder) function"}
-    else:
-        score = module.get_score(submission)
-        try:
-            if isinstance(score, (str, bytes, bool)):
-                raise TypeError("text and booleans are not scores")
-            value = float(score)
-        except (TypeError, ValueError):
-            result = {"error": "get_score returned %s %.200r; expected a number" % (type(score).__name__, score)}
-        else:
-            if math.isfinite(value):
-                result = {"score": value}
-            else:
-                result = {"error": "get_score returned %r; expected a finite number" % value}
-except BaseException as exc:
-    result = {"error": "get_score raised:\n" + "".join(traceback.format_exception(exc))[-6000:]}
-data = json.dumps(result).encode()[:60000]
-if out.isdigit():
-    os.write(int(out), data)
-else:
-    with open(os.path.join(out, "result.json"), "wb") as fh:
-        fh.write(data)
-"""
+# The harness (runner/harness/score.py) runs inside the sandbox: it imports scripts/eval.py as MLAgentBench
+# does, calls get_score on the submission and reports on a pipe (or a folder for backends that cannot pass one).
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+HARNESS_TARGET = "/opt/mlab/harness"
 RESULT_LIMIT = 65536
 
 
@@ -101,7 +64,11 @@ def evaluate(
         env_dir = scratch / "env"
         read_only = set(prepared.read_only_files)
         workspace_restore(manifest, env_dir, BlobStore(), read_only=read_only, sandbox=sandbox)
-        mounts = [Mount(prepared.scripts_dir, "/task/scripts"), *folder_mounts(env_dir, "/task/env", read_only)]
+        mounts = [
+            Mount(HARNESS_DIR, HARNESS_TARGET),
+            Mount(prepared.scripts_dir, "/task/scripts"),
+            *folder_mounts(env_dir, "/task/env", read_only),
+        ]
         memory = int(prepared.version.resources.get("memory_mb", 4096))
         options = {}
         if sandbox.passes_fds:
@@ -113,7 +80,7 @@ def evaluate(
             mounts.append(Mount(scratch / "out", "/task/out", writable=True))
             channel = "/task/out"
         proc = sandbox.popen(
-            [sandbox.python, "-c", HARNESS, "/task/scripts", "/task/env", channel],
+            [sandbox.python, f"{HARNESS_TARGET}/score.py", "/task/scripts", "/task/env", channel],
             mounts=mounts,
             cwd="/task/scripts",
             limits=Limits(memory_mb=max(memory, 2048) * 2),

@@ -1,3 +1,5 @@
+import time
+
 import pytest
 
 from runner.execution import run_execute
@@ -87,3 +89,37 @@ def test_a_line_too_long_to_be_a_message_is_one_error_and_the_run_goes_on(tiny_t
     assert [s.action for s in steps] == ["Invalid Message", "Final Answer"]
     assert f"a line longer than {MAX_LINE_BYTES} bytes without a newline" in steps[0].observation
     assert run.status == "finished"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_that_never_reads_its_answers_cannot_hang_the_worker(tiny_task):
+    read = {"type": "act", "action": "Read File", "input": {"file_name": "train.py"}}
+    agent = AgentFactory(config={"script": [{"flood": 3000, "message": read}]})
+    run = run_create(task=tiny_task.task, agent=agent, enqueue=False, limits=RunLimits(max_time_s=8))
+    started = time.monotonic()
+    run = run_execute(run.pk)
+    assert time.monotonic() - started < 60
+    assert run.status in ("timed_out", "failed"), run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nul_bytes_from_scripts_and_agents_are_recorded(tiny_task):
+    script = [
+        {
+            "type": "act",
+            "action": "Write File",
+            "input": {"file_name": "nul.py", "content": "print('a' + chr(0) + 'b')"},
+        },
+        {
+            "type": "act",
+            "action": "Execute Script",
+            "input": {"script_name": "nul.py"},
+            "entries": {"Thought": "x<NUL>y"},
+        },
+        {"exit": 0, "stderr": "agent log with a <NUL> NUL"},
+    ]
+    run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
+    assert run.status == "failed" and run.failure_kind == "agent"  # it exited without a Final Answer, recorded
+    step = Step.objects.get(run=run, action="Execute Script")
+    assert "a\ufffdb" in step.observation and step.entries["Thought"] == "x\ufffdy"
+    assert "NUL" in run.stderr_tail

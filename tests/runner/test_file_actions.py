@@ -1,6 +1,15 @@
 """The file actions: what they do, and what they refuse (with the message the agent sees)."""
 
 import os
+import time
+
+from runner.sandboxes import sandbox_config
+
+
+def run_script(env, source: str, name: str = "attempt.py"):
+    (env.workspace / name).write_text(source)
+    os.chown(env.workspace / name, *(sandbox_config().ids or (os.getuid(), os.getgid())))
+    return env.execute("Execute Script", {"script_name": name})
 
 
 def test_list_files_shows_files_and_folders(make_env):
@@ -136,3 +145,78 @@ def test_a_failing_script_reports_its_exit_code_and_error_output(make_env):
     bad = env.execute("Execute Script", {"script_name": "bad.py"})
     assert bad.error and bad.detail["exit_code"] == 3
     assert "to stderr" in bad.observation and "(The script exited with code 3.)" in bad.observation
+
+
+def test_a_backup_link_planted_by_a_script_does_not_reach_outside(make_env, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "answer_key.csv").write_text("TOP SECRET")
+    env = make_env()
+    run_script(env, f"import os\nos.symlink({str(outside)!r}, 'backup')")
+    assert (env.workspace / "backup").is_symlink()
+
+    first = env.execute("Write File", {"file_name": "answer", "content": "x"})
+    second = env.execute("Write File", {"file_name": "answer", "content": "y"})
+    undo = env.execute("Undo Edit Script", {"script_name": "answer"})
+
+    assert "TOP SECRET" not in first.observation + second.observation + undo.observation
+    assert (outside / "answer_key.csv").read_text() == "TOP SECRET"
+    assert sorted(p.name for p in outside.iterdir()) == ["answer_key.csv"]
+
+
+def test_copy_file_onto_a_folder_holding_a_read_only_file_is_refused(make_env):
+    env = make_env({"data/train.csv": "original", "train.csv": "poison"}, read_only_files=["data/train.csv"])
+    outcome = env.execute("Copy File", {"source": "train.csv", "destination": "data"})
+    assert outcome.error and "destination is a folder" in outcome.observation
+    assert (env.workspace / "data" / "train.csv").read_text() == "original"
+
+
+def test_write_file_onto_a_fifo_is_refused_at_once(make_env):
+    env = make_env()
+    run_script(env, "import os\nos.mkfifo('pipe')")
+    started = time.monotonic()
+    outcome = env.execute("Write File", {"file_name": "pipe", "content": "x"})
+    copied = env.execute("Copy File", {"source": "pipe", "destination": "copy"})
+    assert time.monotonic() - started < 5
+    assert outcome.error and "special file" in outcome.observation
+    assert copied.error
+
+
+def test_bad_names_and_contents_are_observations_not_crashes(make_env):
+    env = make_env()
+    for args in (
+        {"file_name": "a\ud800b", "content": "x"},
+        {"file_name": "a\0b", "content": "x"},
+        {"file_name": "x" * 300, "content": "x"},
+        {"file_name": "ok.txt", "content": "bad \ud800 surrogate"},
+    ):
+        outcome = env.execute("Write File", args)
+        assert outcome.error and outcome.observation.startswith("EnvError"), args
+
+
+def test_a_swapped_link_never_lets_read_file_reach_outside(make_env, tmp_path):
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "f").write_text("HOST SECRET")
+    env = make_env({"d/f": "inside"})
+    try:
+        env.execute(
+            "Python REPL",
+            {
+                "command": f"""import os, threading
+def swap():
+    while True:
+        try:
+            os.rename("d", "d_real"); os.symlink({str(outside)!r}, "d"); os.unlink("d"); os.rename("d_real", "d")
+        except OSError:
+            pass
+threading.Thread(target=swap, daemon=True).start()"""
+            },
+        )
+        seen = [env.execute("Read File", {"file_name": "d/f"}).observation for _ in range(200)]
+        snapshots = [env.workspace_size_mb() for _ in range(20)]
+    finally:
+        env.close()
+    assert not any("HOST SECRET" in s for s in seen)
+    assert any(s == "inside" for s in seen)
+    assert all(size < 1 for size in snapshots)

@@ -3,8 +3,10 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from runner.execution import run_execute
 from runner.llm import LLMError, complete, endpoint_check
 from runner.models import LLMCall, ModelEndpoint, Run
+from runner.services import run_create
 
 from ..factories import AgentFactory, RunFactory
 
@@ -171,3 +173,21 @@ def test_the_admin_test_connection_action_says_what_is_wrong_with_each_endpoint(
     assert keyless.last_check_ok is False and "BENCH_TEST_KEY" in keyless.last_check_message
     change = admin_client.get(reverse("admin:runner_modelendpoint_change", args=[keyless.pk])).content.decode()
     assert "environment variable BENCH_TEST_KEY is empty" in change
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_may_not_pick_another_configured_model(tiny_task, endpoint, llm_server):
+    ModelEndpoint.objects.create(name="expensive", base_url=llm_server.base_url, model_id="big")
+    script = [
+        {"type": "llm", "messages": [{"role": "user", "content": "hi"}], "model": "expensive"},
+        {"type": "llm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": "lots"},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    run = run_create(
+        task=tiny_task.task, agent=AgentFactory(config={"script": script}), model="test-model", enqueue=False
+    )
+    run = run_execute(run.pk)
+    assert run.status == "finished"
+    assert "this run may use the model 'test-model'" in run.stderr_tail
+    assert "max_tokens must be a whole number" in run.stderr_tail
+    assert llm_server.requests == [] and Run.objects.get(pk=run.pk).tokens_in == 0

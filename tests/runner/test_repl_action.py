@@ -41,3 +41,29 @@ def test_a_command_over_the_time_limit_restarts_the_interpreter(make_env):
         assert "NameError" in after.observation  # a new interpreter: earlier variables are gone
     finally:
         env.close()
+
+
+def test_the_repl_survives_garbage_on_its_channel_and_a_large_command(make_env):
+    env = make_env(action_timeout_s=20)
+    try:
+        garbled = env.execute("Python REPL", {"command": "import os; os.write(3, b'not json\\n')"})
+        assert garbled.error and "garbled" in garbled.observation
+        big = env.execute("Python REPL", {"command": "x = '" + "a" * 200_000 + "'; print(len(x))"})
+        assert big.observation == "200000\n"
+    finally:
+        env.close()
+
+
+def test_the_repl_is_held_to_the_workspace_limit(make_env):
+    env = make_env(workspace_limit_mb=5, action_timeout_s=60)
+    try:
+        outcome = env.execute(
+            "Python REPL",
+            {
+                "command": "import time\nfor i in range(100):\n"
+                "    open(f'f{i}', 'wb').write(b'x' * 2**20)\n    time.sleep(0.05)"
+            },
+        )
+    finally:
+        env.close()
+    assert outcome.error and "over its limit of 5 MB" in outcome.observation

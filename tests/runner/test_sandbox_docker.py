@@ -1,5 +1,5 @@
-"""The docker backend without a Docker engine (none runs on this machine): the container spec it builds, its
-stream demultiplexer on a real socket, and the error when the engine is unreachable."""
+"""The docker backend without a Docker engine (none runs on this machine): the container spec it builds (for an
+evaluation too), its stream demultiplexer on a real socket, and the error when the engine is unreachable."""
 
 import os
 import socket
@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.evaluation import HARNESS_DIR, evaluate
+from runner.preparation import task_version_prepare
 from runner.sandbox import Limits, Mount, SandboxError
 from runner.sandbox.docker import DockerSandbox, StreamDemux
 from runner.sandboxes import get_sandbox
@@ -71,3 +73,38 @@ def test_the_demultiplexer_splits_docker_frames_into_stdout_and_stderr():
         assert err.read() == b"warning\n"
     demux.join(timeout=5)
     assert not demux.is_alive()
+
+
+class RecordingEngine:
+    """Stands in for the engine, which cannot run here: keeps the spec of the container asked for, then fails."""
+
+    def __init__(self) -> None:
+        self.containers = self
+        self.specs: list[dict] = []
+
+    def create(self, **spec) -> None:
+        self.specs.append(spec)
+        raise ConnectionError("no engine here")
+
+
+@pytest.mark.django_db
+def test_an_evaluation_container_runs_the_harness_mounted_read_only(tiny_task, settings):
+    prepared = task_version_prepare(tiny_task)
+    settings.BENCH_SANDBOX = "docker"  # the image's interpreter from here on
+    engine = RecordingEngine()
+
+    with pytest.raises(SandboxError, match="could not start a container"):
+        evaluate(prepared, prepared.env_manifest, sandbox=DockerSandbox(client=engine, image="x"))
+
+    (spec,) = engine.specs
+    assert spec["command"] == [
+        "/usr/local/bin/python",
+        "/opt/mlab/harness/score.py",
+        "/task/scripts",
+        "/task/env",
+        "/task/out",
+    ]
+    mounts = {m["Target"]: (m["Source"], m["ReadOnly"]) for m in spec["mounts"]}
+    assert mounts["/opt/mlab/harness"] == (str(HARNESS_DIR), True)
+    assert mounts["/task/scripts"] == (str(prepared.scripts_dir), True)
+    assert mounts["/task/out"][1] is False

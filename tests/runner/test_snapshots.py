@@ -6,10 +6,18 @@ import pytest
 
 from runner.execution import run_execute
 from runner.models import Step
+from runner.sandbox import Limits
+from runner.sandboxes import sandbox_config
 from runner.services import run_create
-from runner.snapshots import BlobStore, Snapshotter, manifest_restore
+from runner.snapshots import BlobStore, Snapshotter, manifest_restore, remove_tree
 
 from ..factories import AgentFactory
+
+
+def run_script(env, source: str, name: str = "attempt.py"):
+    (env.workspace / name).write_text(source)
+    os.chown(env.workspace / name, *(sandbox_config().ids or (os.getuid(), os.getgid())))
+    return env.execute("Execute Script", {"script_name": name})
 
 
 def stored_bytes(store: BlobStore) -> int:
@@ -83,3 +91,16 @@ def test_in_a_run_a_step_that_changes_nothing_points_at_the_previous_snapshot(ti
     assert write.snapshot != run.initial_snapshot
     assert listing.snapshot == write.snapshot == final.snapshot
     assert len(write.snapshot) == 64
+
+
+def test_deep_nesting_does_not_break_snapshots_or_cleanup(make_env):
+    env = make_env(limits=Limits(file_size_mb=10))
+    run_script(
+        env,
+        "import os\nopen('top.txt', 'w').write('y')\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "open('deep.txt', 'w').write('x')\nprint('nested')",
+    )
+    _, manifest = Snapshotter(env.workspace, BlobStore()).take()
+    assert "top.txt" in manifest  # the deep file is beyond the depth snapshots follow
+    remove_tree(env.workspace)
+    assert not env.workspace.exists()
