@@ -1,11 +1,12 @@
-"""Reads for rankings: the database counts and sums, stats.py turns the sums into rates and means."""
+"""Reads for rankings: the database counts and sums, stats.py turns the sums into rates and means. Every read of
+runs goes through runner's access rule, so a private agent's runs count only for its owner and staff."""
 
 from __future__ import annotations
 
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 
 from runner.models import Run
-from runner.selectors import runs_list
+from runner.selectors import Viewer, agents_visible_filter, runs_list, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
 from .stats import entrant_stats, ranking_key
@@ -14,28 +15,34 @@ ENDED = [Run.Status.FINISHED, Run.Status.FAILED, Run.Status.TIMED_OUT]
 ENTRANT = ("agent__name", "agent__version", "model")
 
 
-def home_counts() -> dict:
-    """Benchmark runs: all of them, the live ones, the finished ones and the successes."""
-    return Run.objects.filter(purpose=Run.Purpose.BENCHMARK).aggregate(
-        total=Count("pk"),
-        live=Count("pk", filter=Q(status__in=Run.LIVE)),
-        finished=Count("pk", filter=Q(status=Run.Status.FINISHED)),
-        succeeded=Count("pk", filter=Q(succeeded=True)),
+def home_counts(*, viewer: Viewer) -> dict:
+    """Benchmark runs the viewer may see: all of them, the live ones, the finished ones and the successes."""
+    return (
+        runs_visible_to(viewer)
+        .filter(purpose=Run.Purpose.BENCHMARK)
+        .aggregate(
+            total=Count("pk"),
+            live=Count("pk", filter=Q(status__in=Run.LIVE)),
+            finished=Count("pk", filter=Q(status=Run.Status.FINISHED)),
+            succeeded=Count("pk", filter=Q(succeeded=True)),
+        )
     )
 
 
-def home_page() -> dict:
+def home_page(*, viewer: Viewer) -> dict:
     """What the home page shows: the run counts, the number of enabled tasks and the ten newest runs."""
     return {
-        "counts": home_counts(),
+        "counts": home_counts(viewer=viewer),
         "task_count": Task.objects.filter(is_enabled=True).count(),
-        "recent_runs": runs_list()[:10],
+        "recent_runs": runs_list(viewer=viewer)[:10],
     }
 
 
-def tasks_list(*, include_retired: bool = False) -> QuerySet[Task]:
-    """Tasks with their current version, the number of runs on it and the best and worst final scores."""
+def tasks_list(*, viewer: Viewer, include_retired: bool = False) -> QuerySet[Task]:
+    """Tasks with their current version, the number of runs on it and the best and worst final scores, over
+    the runs the viewer may see."""
     on_current = Q(runs__task_version=F("current_version"), runs__purpose=Run.Purpose.BENCHMARK)
+    on_current &= agents_visible_filter(viewer, through="runs__agent__")
     qs = Task.objects.select_related("current_version").annotate(
         run_count=Count("runs", filter=on_current),
         score_max=Max("runs__final_score", filter=on_current),
@@ -77,11 +84,12 @@ def _with_figures(group: dict) -> dict:
     return {k: v for k, v in group.items() if k not in SUMS_ONLY} | entrant_stats(group)
 
 
-def task_agent_rows(*, version: TaskVersion) -> list[dict]:
+def task_agent_rows(*, viewer: Viewer, version: TaskVersion) -> list[dict]:
     """The per-task leaderboard: one row per agent version and model, over benchmark runs of this version
     that ended (finished, failed or timed out; cancelled runs do not count)."""
     groups = (
-        Run.objects.filter(task_version=version, purpose=Run.Purpose.BENCHMARK, status__in=ENDED)
+        runs_visible_to(viewer)
+        .filter(task_version=version, purpose=Run.Purpose.BENCHMARK, status__in=ENDED)
         .values(*ENTRANT)
         .annotate(**_sums(), best=(Max if version.higher_is_better else Min)("final_score"))
         .order_by()
@@ -89,18 +97,18 @@ def task_agent_rows(*, version: TaskVersion) -> list[dict]:
     return sorted((_with_figures(g) for g in groups), key=ranking_key)
 
 
-def _ranked_runs(*, current_only: bool) -> QuerySet[Run]:
-    qs = Run.objects.filter(purpose=Run.Purpose.BENCHMARK, status__in=ENDED, task__is_enabled=True)
+def _ranked_runs(*, viewer: Viewer, current_only: bool) -> QuerySet[Run]:
+    qs = runs_visible_to(viewer).filter(purpose=Run.Purpose.BENCHMARK, status__in=ENDED, task__is_enabled=True)
     if current_only:
         qs = qs.filter(task_version=F("task__current_version"))
     return qs
 
 
-def leaderboard_rows(*, current_only: bool = True) -> list[dict]:
+def leaderboard_rows(*, viewer: Viewer, current_only: bool = True) -> list[dict]:
     """One row per agent version and model over every enabled task: the paper's success rate (runs that beat
     the baseline by the threshold), mean improvement, and efficiency (cost, tokens, time)."""
     groups = (
-        _ranked_runs(current_only=current_only)
+        _ranked_runs(viewer=viewer, current_only=current_only)
         .values(*ENTRANT)
         .annotate(tasks=Count("task", distinct=True), **_sums())
         .order_by()
@@ -108,10 +116,10 @@ def leaderboard_rows(*, current_only: bool = True) -> list[dict]:
     return sorted((_with_figures(g) for g in groups), key=ranking_key)
 
 
-def leaderboard_cells(*, current_only: bool = True) -> list[dict]:
+def leaderboard_cells(*, viewer: Viewer, current_only: bool = True) -> list[dict]:
     """Success rate and mean improvement per agent version, model and task (the paper's per-task table)."""
     groups = (
-        _ranked_runs(current_only=current_only)
+        _ranked_runs(viewer=viewer, current_only=current_only)
         .values(*ENTRANT, "task__slug")
         .annotate(**_sums())
         .order_by("task__slug", "agent__name")
@@ -119,11 +127,11 @@ def leaderboard_cells(*, current_only: bool = True) -> list[dict]:
     return [_with_figures(g) for g in groups]
 
 
-def leaderboard_matrix(*, current_only: bool = True) -> dict:
+def leaderboard_matrix(*, viewer: Viewer, current_only: bool = True) -> dict:
     """The leaderboard page's table: its rows, the tasks that have runs, and for each row its cell on each task
     (None where it has no runs there); the cells as a list too, for the chart."""
-    rows = leaderboard_rows(current_only=current_only)
-    cells = leaderboard_cells(current_only=current_only)
+    rows = leaderboard_rows(viewer=viewer, current_only=current_only)
+    cells = leaderboard_cells(viewer=viewer, current_only=current_only)
     tasks = sorted({c["task__slug"] for c in cells})
     by_place = {(*(c[k] for k in ENTRANT), c["task__slug"]): c for c in cells}
     matrix = [

@@ -10,11 +10,11 @@ from .selectors import home_page, leaderboard_matrix, task_agent_rows, task_deta
 
 
 def home_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/home.html", home_page())
+    return render(request, "leaderboard/home.html", home_page(viewer=request.user))
 
 
 def task_list_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/task_list.html", {"tasks": tasks_list()})
+    return render(request, "leaderboard/task_list.html", {"tasks": tasks_list(viewer=request.user)})
 
 
 def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
@@ -29,15 +29,15 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "versions": task_versions(task=task),
         "files": prepared_env_listing(version),
         "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
-        "rows": task_agent_rows(version=version),
-        "runs": runs_list(task=task.slug)[:20],
+        "rows": task_agent_rows(viewer=request.user, version=version),
+        "runs": runs_list(viewer=request.user, task=task.slug)[:20],
     }
     return render(request, "leaderboard/task_detail.html", context)
 
 
 def leaderboard_view(request: HttpRequest) -> HttpResponse:
     current_only = request.GET.get("versions") != "all"
-    board = leaderboard_matrix(current_only=current_only)
+    board = leaderboard_matrix(viewer=request.user, current_only=current_only)
     context = {
         "matrix": board["matrix"],
         "tasks": board["tasks"],

@@ -4,6 +4,7 @@ that entrant's figures on that task, or nothing where it has no runs there."""
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 
 from leaderboard.selectors import leaderboard_matrix
 from task_bank.services import task_import
@@ -31,7 +32,7 @@ def test_each_cell_holds_its_entrants_figures_on_its_task(tiny_task, second_task
     RunFactory(task_version=second_task, agent=both, succeeded=True, improvement=0.4, wall_seconds=30.0)
     RunFactory(task_version=tiny_task, agent=one, model="m", succeeded=False, improvement=None)
 
-    board = leaderboard_matrix()
+    board = leaderboard_matrix(viewer=AnonymousUser())
 
     assert board["tasks"] == ["other", "tiny"]
     (first, first_cells), (second, second_cells) = [(line["row"], line["cells"]) for line in board["matrix"]]
@@ -48,4 +49,4 @@ def test_each_cell_holds_its_entrants_figures_on_its_task(tiny_task, second_task
 
 
 def test_an_empty_leaderboard_has_no_rows_tasks_or_cells(db):
-    assert leaderboard_matrix() == {"rows": [], "cells": [], "tasks": [], "matrix": []}
+    assert leaderboard_matrix(viewer=AnonymousUser()) == {"rows": [], "cells": [], "tasks": [], "matrix": []}
