@@ -97,6 +97,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
                 max_time_s=data.get("max_time_s"),
                 max_tokens=data.get("max_tokens"),
                 max_cost=data.get("max_cost"),
+                created_by=request.user,
             )
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
