@@ -32,8 +32,9 @@ ROWS = inline_serializer(
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request) -> Response:
-    """One row per agent version and model: success rate, mean improvement, cost, tokens, time."""
-    rows = leaderboard_rows(current_only=request.query_params.get("versions") != "all")
+    """One row per agent version and model: success rate, mean improvement, cost, tokens, time. A private
+    agent's runs count only for its owner and staff."""
+    rows = leaderboard_rows(viewer=request.user, current_only=request.query_params.get("versions") != "all")
     return Response(
         [
             {

@@ -28,14 +28,16 @@ class RecordAdmin(admin.ModelAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "version", "kind", "entrypoint", "uses_llm", "visibility", "created_at"]
+    list_display = ["name", "version", "kind", "entrypoint", "uses_llm", "visibility", "owner", "created_at"]
     list_filter = ["kind", "visibility"]
+    list_select_related = ["owner"]
     search_fields = ["name"]
 
 
 @admin.register(Batch)
 class BatchAdmin(RecordAdmin):
-    list_display = ["pk", "agent", "model", "repeats", "created_at"]
+    list_display = ["pk", "agent", "model", "repeats", "created_by", "created_at"]
+    list_select_related = ["agent", "created_by"]
 
 
 class StepInline(admin.TabularInline):

@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from task_bank.archive import extracted
@@ -63,9 +64,11 @@ def _entrypoint_exists(root: Path, module: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
 
 
-def agent_import(*, source: Path, owner=None) -> tuple[Agent, bool]:
+def agent_import(
+    *, source: Path, owner: AbstractBaseUser | None = None, visibility: str = Agent.Visibility.PUBLIC
+) -> tuple[Agent, bool]:
     """Import an agent package (folder or zip). The same name and version with other files is refused:
-    a version names one set of files."""
+    a version names one set of files. A private agent, its runs and steps are shown only to its owner and staff."""
     unpacked = extracted(Path(source))
     try:
         with unpacked as root:
@@ -119,5 +122,6 @@ def agent_import(*, source: Path, owner=None) -> tuple[Agent, bool]:
             default_model=str(data.get("default_model", "")),
             config=data.get("config", {}),
             owner=owner,
+            visibility=visibility,
         )
     return agent, True

@@ -69,14 +69,17 @@ class IsStaffOrReadOnly(permissions.BasePermission):
 
 
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
-    """Runs, newest first; filter with ?status=, ?task=, ?agent=. Staff can start and cancel runs."""
+    """Runs, newest first; filter with ?status=, ?task=, ?agent=. Staff can start and cancel runs. A private
+    agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
 
     serializer_class = RunSerializer
     permission_classes = [IsStaffOrReadOnly]
 
     def get_queryset(self):
         params = self.request.query_params
-        return runs_list(status=params.get("status"), task=params.get("task"), agent=params.get("agent"))
+        return runs_list(
+            viewer=self.request.user, status=params.get("status"), task=params.get("task"), agent=params.get("agent")
+        )
 
     @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True)})
     def create(self, request):
@@ -91,6 +94,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
                 repeats=data["repeats"],
                 model=data["model"],
                 limits=RunLimits(**{name: data.get(name) for name in RunLimits.NAMES}),
+                created_by=request.user,
             )
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

@@ -1,14 +1,46 @@
-"""Reads for runs: lists and the trace of one run, without N+1 queries."""
+"""Reads for runs: who may see which, lists and the trace of one run, without N+1 queries.
+
+The access rule lives here and only here: a public agent, its runs and their steps are visible to everyone
+(anonymous visitors included); a private agent, its runs and steps only to its owner and to staff. Every page and
+API view that lists or shows agents, runs or steps reads through ``agents_visible_filter`` (directly or through
+``runs_visible_to``), and answers a hidden run as if it did not exist (404, never 403). Steps are only ever reached
+through their run, so a step is visible exactly when its run is.
+"""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import Q, QuerySet
 
-from .models import Run, Step
+from .actions import ACTIONS
+from .models import Agent, Run, Step
+
+# Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
+# (export_trace), which sees everything.
+Viewer = AbstractBaseUser | AnonymousUser | None
 
 
-def runs_list(*, status: str | None = None, task: str | None = None, agent: str | None = None) -> QuerySet[Run]:
-    qs = Run.objects.select_related("task", "agent", "task_version").order_by("-created_at")
+def agents_visible_filter(viewer: Viewer, *, through: str = "") -> Q:
+    """The access rule as a filter on the agent that the lookup path ``through`` leads to: "" on Agent,
+    "agent__" on Run, "runs__agent__" on Task."""
+    if viewer is None or viewer.is_staff:
+        return Q()
+    rule = Q(**{f"{through}visibility": Agent.Visibility.PUBLIC})
+    if viewer.is_authenticated:
+        rule |= Q(**{f"{through}owner": viewer})
+    return rule
+
+
+def runs_visible_to(viewer: Viewer) -> QuerySet[Run]:
+    """The runs ``viewer`` may see: those of the agents the access rule shows them."""
+    return Run.objects.filter(agents_visible_filter(viewer, through="agent__"))
+
+
+def runs_list(
+    *, viewer: Viewer, status: str | None = None, task: str | None = None, agent: str | None = None
+) -> QuerySet[Run]:
+    qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by("-created_at")
     if status:
         qs = qs.filter(status=status)
     if task:
@@ -18,19 +50,20 @@ def runs_list(*, status: str | None = None, task: str | None = None, agent: str 
     return qs
 
 
-def run_detail(*, pk: int) -> Run:
-    return Run.objects.select_related("task", "agent", "task_version", "batch").get(pk=pk)
+def run_detail(*, viewer: Viewer, pk: int) -> Run:
+    """One run; ``Run.DoesNotExist`` when there is none or ``viewer`` may not see it (the same answer, so a
+    hidden run's existence does not leak)."""
+    return runs_visible_to(viewer).select_related("task", "agent", "task_version", "batch").get(pk=pk)
 
 
 def run_steps(*, run: Run) -> QuerySet[Step]:
+    """The steps of a run already read through the access rule."""
     return Step.objects.filter(run=run).order_by("index").prefetch_related("llm_calls")
 
 
 def run_trace_json(*, run: Run) -> dict:
     """The run's trace in MLAgentBench's trace.json shape (steps, low_level_steps, action_infos,
     task_description), with each step's agent entries added under "entries"."""
-    from .actions import ACTIONS
-
     steps, low_level = [], []
     for step in run_steps(run=run):
         timestamp = (step.started_at.timestamp() + step.duration_s) if step.started_at else None

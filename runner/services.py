@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
@@ -92,10 +93,11 @@ def batch_create(
     limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
     note: str = "",
+    created_by: AbstractBaseUser | None = None,
 ) -> tuple[Batch, list[Run]]:
     if repeats < 1:
         raise RunRequestError("repeats must be at least 1")
-    batch = Batch.objects.create(agent=agent, model=model, repeats=repeats, note=note)
+    batch = Batch.objects.create(agent=agent, model=model, repeats=repeats, note=note, created_by=created_by)
     runs = [
         run_create(
             task=task,

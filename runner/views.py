@@ -5,6 +5,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from .actions import catalogue_for_agent
 from .charts import score_over_steps_figure
 from .models import Run, Step
 from .selectors import run_detail, run_steps, run_trace_json, runs_list
@@ -12,9 +13,10 @@ from .services import RunRequestError, run_again, run_cancel, run_fork, run_step
 from .trace import steps_display, workspace_changes, workspace_file, workspace_files
 
 
-def _run_or_404(pk: int) -> Run:
+def _run_or_404(request: HttpRequest, pk: int) -> Run:
+    """The run if the requester may see it; a hidden run is a 404 like a missing one, so it does not leak."""
     try:
-        return run_detail(pk=pk)
+        return run_detail(viewer=request.user, pk=pk)
     except Run.DoesNotExist:
         raise Http404(f"no run {pk}") from None
 
@@ -31,13 +33,13 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     unknown_status = None
     if filters["status"] and filters["status"] not in Run.Status.values:
         unknown_status, filters["status"] = filters["status"], None
-    page = Paginator(runs_list(**filters), 50).get_page(request.GET.get("page"))
+    page = Paginator(runs_list(viewer=request.user, **filters), 50).get_page(request.GET.get("page"))
     context = {"page": page, "filters": filters, "statuses": Run.Status.choices, "unknown_status": unknown_status}
     return render(request, "runner/run_list.html", context)
 
 
 def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     steps = list(run_steps(run=run))
     chart = score_over_steps_figure(
         [{"index": s.index, "score": s.score} for s in steps],
@@ -52,7 +54,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 def step_changes_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     """The workspace change a step made (loaded on demand into the step card)."""
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     step = _step_or_404(run, index)
     return render(
         request, "runner/_step_changes.html", {"run": run, "step": step, "changes": workspace_changes(run, step)}
@@ -61,7 +63,7 @@ def step_changes_view(request: HttpRequest, pk: int, index: int) -> HttpResponse
 
 def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     """The workspace as it was after a step: the file list, and one file when ?path= is given."""
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     step = _step_or_404(run, index)
     path = request.GET.get("path")
     context = {"run": run, "step": step, "files": workspace_files(step), "path": path}
@@ -74,7 +76,7 @@ def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
 
 
 def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     response = JsonResponse(run_trace_json(run=run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
     return response
@@ -82,15 +84,13 @@ def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
 
 def action_catalogue_view(request: HttpRequest) -> HttpResponse:
     """The actions agents can take, as the agent receives them in its first message."""
-    from .actions import catalogue_for_agent
-
     return render(request, "runner/actions.html", {"actions": catalogue_for_agent()})
 
 
 @require_POST
 @staff_member_required
 def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     if run_cancel(run=run):
         messages.success(request, f"Run {run.pk}: cancel requested; it stops within seconds.")
     else:
@@ -102,7 +102,7 @@ def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_member_required
 def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
     try:
-        again = run_again(run=_run_or_404(pk))
+        again = run_again(run=_run_or_404(request, pk))
     except RunRequestError as exc:
         messages.error(request, str(exc))
         return redirect("runner:run_detail", pk=pk)
@@ -113,7 +113,7 @@ def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @staff_member_required
 def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     if run.is_live:
         messages.error(request, "The run is still going: score its steps once it has ended.")
     else:
@@ -130,7 +130,7 @@ def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @staff_member_required
 def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     try:
         fork = run_fork(run=run, step_index=index)
     except RunRequestError as exc:

@@ -1,5 +1,6 @@
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -83,3 +84,57 @@ def endpoint(db, llm_server, settings):
         price_output_per_mtok=2,
         timeout_s=5,
     )
+
+
+@pytest.fixture
+def people(db, django_user_model) -> dict:
+    """Signed-up users: "owner" (of private_agent), "stranger" (anyone else) and "staff"."""
+    return {
+        "owner": django_user_model.objects.create_user("owner", password="x"),
+        "stranger": django_user_model.objects.create_user("stranger", password="x"),
+        "staff": django_user_model.objects.create_user("curator", password="x", is_staff=True),
+    }
+
+
+@pytest.fixture
+def private_agent(people):
+    from .factories import AgentFactory
+
+    return AgentFactory(name="hidden-hand", owner=people["owner"], visibility="private")
+
+
+@pytest.fixture
+def private_run(tiny_task, private_agent):
+    """An ended run of the private agent that succeeded with a score of 9, and one step whose workspace holds
+    notes.txt."""
+    from runner.snapshots import BlobStore
+
+    from .factories import RunFactory, StepFactory
+
+    store = BlobStore()
+    notes = b"the secret plan\n"
+    snapshot = store.manifest_save({"notes.txt": [store.put_bytes(notes), len(notes)]})
+    run = RunFactory(
+        task_version=tiny_task, agent=private_agent, succeeded=True, improvement=3.5, final_score=9.0, steps_count=1
+    )
+    StepFactory(run=run, index=0, action="Write File", observation="notes.txt written", snapshot=snapshot)
+    return run
+
+
+@pytest.fixture
+def public_run(tiny_task):
+    """An ended run of a public agent ("open-book") that did not succeed, with a score of 1."""
+    from .factories import AgentFactory, RunFactory
+
+    return RunFactory(
+        task_version=tiny_task, agent=AgentFactory(name="open-book"), succeeded=False, improvement=-0.5, final_score=1.0
+    )
+
+
+@pytest.fixture(params=["anonymous", "stranger", "owner", "staff"])
+def viewer(request, client, people) -> SimpleNamespace:
+    """A test client for each kind of visitor in turn; ``may_see`` says whether the access rule shows them
+    private_agent, its runs and steps (only its owner and staff)."""
+    if request.param != "anonymous":
+        client.force_login(people[request.param])
+    return SimpleNamespace(client=client, who=request.param, may_see=request.param in ("owner", "staff"))

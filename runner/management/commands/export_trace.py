@@ -15,7 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         try:
-            run = run_detail(pk=opts["run"])
+            run = run_detail(viewer=None, pk=opts["run"])  # an operator: every run
         except Run.DoesNotExist:
             raise CommandError(f"no run {opts['run']}") from None
         text = json.dumps(run_trace_json(run=run), indent=2)

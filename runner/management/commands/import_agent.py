@@ -1,8 +1,10 @@
 from pathlib import Path
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from runner.agent_packages import AgentPackageError, agent_import
+from runner.models import Agent
 
 
 class Command(BaseCommand):
@@ -10,11 +12,37 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("path")
+        parser.add_argument("--owner", metavar="USERNAME", help="the user the agent belongs to")
+        parser.add_argument(
+            "--private",
+            action="store_true",
+            help="show the agent, its runs and steps only to its owner and staff (default: to everyone)",
+        )
 
     def handle(self, *args, **opts) -> None:
+        owner = None
+        if opts["owner"]:
+            User = get_user_model()
+            owner = User.objects.filter(**{User.USERNAME_FIELD: opts["owner"]}).first()
+            if owner is None:
+                raise CommandError(
+                    f"no user named {opts['owner']!r}: --owner takes the username of an existing account "
+                    "(create one with createsuperuser or in the admin)"
+                )
+        visibility = Agent.Visibility.PRIVATE if opts["private"] else Agent.Visibility.PUBLIC
         try:
-            agent, created = agent_import(source=Path(opts["path"]))
+            agent, created = agent_import(source=Path(opts["path"]), owner=owner, visibility=visibility)
         except AgentPackageError as exc:
             raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
-        state = "imported" if created else "unchanged (same files)"
+        if created:
+            owned = f"owned by {agent.owner}" if agent.owner else "no owner"
+            state = f"imported ({agent.get_visibility_display().lower()}, {owned})"
+        else:
+            state = "unchanged (same files)"
         self.stdout.write(f"{agent.name}@{agent.version}: {state}; entrypoint {agent.entrypoint}")
+        if (
+            not created
+            and (opts["owner"] or opts["private"])
+            and (agent.owner, agent.visibility) != (owner, visibility)
+        ):
+            self.stdout.write("its owner and visibility stay as they were: change them in the admin")
