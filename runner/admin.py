@@ -126,11 +126,18 @@ class TaskAdmin(task_bank_admin.TaskAdmin):
             if version.status == TaskVersion.Status.READY:
                 TaskVersion.objects.filter(pk=version.pk).update(status=TaskVersion.Status.PENDING)
                 version.status = TaskVersion.Status.PENDING
-            run = task_version_validate_queue(version=version)
-            if run is None:
+            runs = task_version_validate_queue(version=version)
+            if not runs:
                 self.message_user(request, f"{task.slug}: already validating.", messages.WARNING)
             else:
-                link = reverse("runner:run_detail", args=[run.pk])
+                link = reverse("runner:run_detail", args=[runs[0].pk])
                 self.message_user(
-                    request, format_html('{}: validation queued as <a href="{}">run {}</a>.', task.slug, link, run.pk)
+                    request,
+                    format_html(
+                        '{}: validation queued as {} baseline runs, the first <a href="{}">run {}</a>.',
+                        task.slug,
+                        len(runs),
+                        link,
+                        runs[0].pk,
+                    ),
                 )

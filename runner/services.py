@@ -123,6 +123,13 @@ def run_cancel(*, run: Run) -> bool:
         error="cancelled before it started",
     ):
         if run.purpose == Run.Purpose.VALIDATION:  # the version can be validated again later
+            if run.batch_id is not None:  # the rest of its round is not needed any more
+                Run.objects.filter(batch_id=run.batch_id, status=Run.Status.QUEUED).update(
+                    status=Run.Status.CANCELLED,
+                    cancel_requested_at=now,
+                    finished_at=now,
+                    error="cancelled with its round",
+                )
             TaskVersion.objects.filter(pk=run.task_version_id, status=TaskVersion.Status.VALIDATING).update(
                 status=TaskVersion.Status.PENDING, validation_log="validation was cancelled before it started"
             )

@@ -65,7 +65,17 @@ class TaskVersion(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     validation_log = models.TextField(blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
+    validation_repeats = models.PositiveIntegerField(
+        default=3, help_text="How many times validation runs the baseline; the baseline is their mean."
+    )
+    timed = models.BooleanField(
+        default=False, help_text="The metric is a time or a speed: scores are measured paired with the baseline."
+    )
     baseline_score = models.FloatField(null=True, blank=True)
+    baseline_scores = models.JSONField(default=list, blank=True, help_text="Every baseline run's score.")
+    baseline_spread = models.FloatField(
+        null=True, blank=True, help_text="Relative spread of the baseline runs: sample standard deviation / |mean|."
+    )
     baseline_time_s = models.FloatField(null=True, blank=True)
     reference_score = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -81,6 +91,12 @@ class TaskVersion(models.Model):
         return f"{self.task.slug} v{self.number}"
 
     @property
+    def validation_summary(self) -> str:
+        """What the public sees of a validation log: its first line (what failed and the script's own error);
+        the rest can quote the task's hidden files."""
+        return (self.validation_log or "").strip().split("\n", 1)[0][:500]
+
+    @property
     def is_ready(self) -> bool:
         return self.status == self.Status.READY
 
@@ -94,8 +110,9 @@ class TaskVersion(models.Model):
         return delta / abs(self.baseline_score)
 
     def succeeded_with(self, score: float | None) -> bool | None:
-        """The paper's success: at least ``success_threshold`` better than the baseline. None = unknown."""
+        """The paper's success: more than ``success_threshold`` better than the baseline (strictly, as MLAgentBench
+        compares). None = unknown."""
         if self.baseline_score is None:
             return None
         improvement = self.improvement_of(score)
-        return improvement is not None and improvement >= self.success_threshold - 1e-12
+        return improvement is not None and improvement > self.success_threshold

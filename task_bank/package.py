@@ -53,6 +53,8 @@ class TaskManifest:
     prepare_needs_network: bool = False
     reference_score: float | None = None
     description: str = ""
+    timed: bool = False
+    validation_repeats: int = 3
 
     @property
     def resources(self) -> dict:
@@ -117,7 +119,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         raise TaskPackageError(f"task.toml is not valid TOML: {exc}") from exc
     known = {
         "title", "category", "script", "license", "description", "metric", "limits", "resources", "prepare",
-        "reference_score",
+        "reference_score", "validation",
     }  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
@@ -126,11 +128,13 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
     limits = data.get("limits", {})
     resources = data.get("resources", {})
     prepare = data.get("prepare", {})
+    validation = data.get("validation", {})
     for name, table in (
         ("metric", metric),
         ("limits", limits),
         ("resources", resources),
         ("prepare", prepare),
+        ("validation", validation),
     ):
         if not isinstance(table, dict):
             raise TaskPackageError(f"task.toml: [{name}] must be a table")
@@ -139,13 +143,17 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         raise TaskPackageError(f"task.toml: category {category!r} is not one of {sorted(CATEGORIES)}")
     hib = metric.get("higher_is_better")
     reference = data.get("reference_score")
+    metric_name = str(metric.get("name", "score"))
+    timed = metric.get("timed")
     return TaskManifest(
         title=str(data.get("title") or default_title),
         category=category,
         script=str(data.get("script", "train.py")),
         data_license=str(data.get("license", "")),
         description=str(data.get("description", "")),
-        metric_name=str(metric.get("name", "score")),
+        metric_name=metric_name,
+        timed=metric_is_timed(metric_name) if timed is None else _as_bool(timed, "metric.timed"),
+        validation_repeats=_as_number(validation.get("repeats", 3), "validation.repeats", int, at_least=1),
         higher_is_better=None if hib is None else _as_bool(hib, "metric.higher_is_better"),
         success_threshold=_as_number(metric.get("success_threshold", 0.10), "metric.success_threshold", above=0),
         max_steps=_as_number(limits.get("max_steps", 50), "limits.max_steps", int, at_least=1),
@@ -156,6 +164,16 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         prepare_needs_network=_as_bool(prepare.get("network", False), "prepare.network"),
         reference_score=None if reference is None else _as_number(reference, "reference_score"),
     )
+
+
+TIMED_METRIC = re.compile(
+    r"\b(seconds?|secs?|ms|milliseconds?|per second|latency|runtime|run time|wall time)\b|/\s*s\b"
+)
+
+
+def metric_is_timed(name: str) -> bool:
+    """A metric that is a time or a speed ("time in seconds", "tokens per second"): noisy from run to run."""
+    return bool(TIMED_METRIC.search(name.lower()))
 
 
 def read_only_patterns_parse(text: str) -> list[str]:

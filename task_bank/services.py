@@ -113,6 +113,8 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
             prepare_needs_network=manifest.prepare_needs_network,
             read_only_patterns=package.read_only_patterns,
             reference_score=manifest.reference_score,
+            timed=manifest.timed,
+            validation_repeats=manifest.validation_repeats,
             manifest={
                 "title": manifest.title,
                 "category": manifest.category,

@@ -82,3 +82,12 @@ class StepFactory(factory.django.DjangoModelFactory):
     action_input = factory.LazyFunction(lambda: {"dir_path": "."})
     observation = "train.py\n"
     started_at = factory.LazyFunction(lambda: __import__("django.utils.timezone").utils.timezone.now())
+
+
+def validate_now(version) -> None:
+    """Validate a task version here and now: every baseline run of its round, in this process."""
+    from runner.execution import run_execute
+    from runner.execution.validation import task_version_validate_queue
+
+    for run in task_version_validate_queue(version=version, enqueue=False):
+        run_execute(run.pk)

@@ -127,7 +127,7 @@ def _finish(
             return
         version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
         if run.purpose == Run.Purpose.VALIDATION:
-            validation_record(version, ending, result, fields["wall_seconds"], run_id=run.pk)
+            validation_record(version, run_id=run.pk)
         if result is not None:
             Run.objects.filter(pk=run.pk).update(
                 improvement=version.improvement_of(result.score),

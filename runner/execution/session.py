@@ -208,8 +208,7 @@ class RunSession:
             if version.status == TaskVersion.Status.PENDING:
                 # Queued as well as run here: if this worker dies first, another one picks the message up;
                 # whoever claims it first runs it, the other finds it taken.
-                validation = task_version_validate_queue(version=version, enqueue=True)
-                if validation is not None:
+                for validation in task_version_validate_queue(version=version, enqueue=True):
                     log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation.pk)
                     run_execute(validation.pk, worker=self.run.worker, parent=self)
                 continue

@@ -1,7 +1,16 @@
-"""Validating a task version: the baseline agent's run on it, queued once, whose score becomes the version's
-measured baseline. Benchmark runs of a version nobody has validated wait for it (``RunSession``)."""
+"""Validating a task version: the baseline agent runs the starter script unchanged, several times (a round of
+``validation_repeats`` runs in one batch), and the mean of their scores becomes the version's measured baseline.
+
+A version is ready only when every run of its round ended with the starter script exiting 0 and ``eval.py``
+returning a measured score, and the scores agree with each other well enough for the task's success threshold
+to mean something. Benchmark runs of a version nobody has validated wait for it (``RunSession``).
+"""
 
 from __future__ import annotations
+
+import math
+import re
+import statistics
 
 from django.db import transaction
 from django.db.models import Sum
@@ -11,29 +20,39 @@ from task_bank.models import TaskVersion
 
 from ..actions import EXECUTE_SCRIPT
 from ..agents import agents_builtin_ensure
-from ..evaluation import EvalResult
-from ..models import Run, Step
+from ..models import Batch, Run, Step, error_summary
 from ..services import run_create
 from ..text import db_text
-from .endings import Ending
+
+#: eval.py fallbacks (MLAgentBench's vectorization returns 1e10 when the submission failed) are not scores.
+FALLBACK_MAGNITUDE = 1e9
+#: The noise gate: the baseline runs' relative spread, times this, must not exceed the success threshold.
+NOISE_FACTOR = 3
 
 
-def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True) -> Run | None:
-    """Queue validation (the baseline agent's run) unless it is already validating or ready."""
+def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True, repeats: int | None = None) -> list[Run]:
+    """Queue a validation round (``repeats`` baseline runs, by default the version's) unless the version is
+    already validating or ready; [] then. Whoever executes a run of the round first has it."""
+    repeats = repeats or version.validation_repeats
     with transaction.atomic():
         claimed = TaskVersion.objects.filter(
             pk=version.pk, status__in=[TaskVersion.Status.PENDING, TaskVersion.Status.FAILED]
-        ).update(status=TaskVersion.Status.VALIDATING, validation_log="")
+        ).update(status=TaskVersion.Status.VALIDATING, validation_log="", baseline_scores=[], baseline_spread=None)
         if not claimed:
-            return None
+            return []
         baseline = next(a for a in agents_builtin_ensure() if a.name == "baseline")
-        return run_create(
-            task=version.task,
-            agent=baseline,
-            purpose=Run.Purpose.VALIDATION,
-            version=version,
-            enqueue=enqueue,
-        )
+        batch = Batch.objects.create(agent=baseline, repeats=repeats, note=f"validation of {version}"[:200])
+        return [
+            run_create(
+                task=version.task,
+                agent=baseline,
+                batch=batch,
+                purpose=Run.Purpose.VALIDATION,
+                version=version,
+                enqueue=enqueue,
+            )
+            for _ in range(repeats)
+        ]
 
 
 def fail_validation_if_needed(run: Run) -> None:
@@ -41,38 +60,136 @@ def fail_validation_if_needed(run: Run) -> None:
     if run.purpose == Run.Purpose.VALIDATION:
         with transaction.atomic():
             version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
-            validation_record(version, Ending(Run.Status.FAILED, error=run.error or "the run failed"), None, 0)
+            validation_record(version, run_id=run.pk)
 
 
-def validation_record(
-    version: TaskVersion, ending: Ending, result: EvalResult | None, wall: float, *, run_id: int | None = None
-) -> None:
-    """The baseline agent's run on a version: its score becomes the version's measured baseline."""
-    now = timezone.now()
-    if ending.status == Run.Status.CANCELLED:
-        version.status = TaskVersion.Status.PENDING
-        version.validation_log = "validation was cancelled"
-    elif result is not None and result.score is not None:
-        version.status = TaskVersion.Status.READY
-        version.baseline_score = result.score
-        # The baseline's time is the starter script's run, not the task's (cached) preparation.
-        scripts = Step.objects.filter(run_id=run_id, action=EXECUTE_SCRIPT).aggregate(total=Sum("duration_s"))
-        version.baseline_time_s = scripts["total"] if scripts["total"] is not None else wall
-        version.validated_at = now
-        version.validation_log = (
-            f"baseline {version.metric_name} = {result.score:.6g}; the starter script ran in "
-            f"{version.baseline_time_s:.1f} s (the whole validation run took {wall:.1f} s)"
+def validation_record(version: TaskVersion, *, run_id: int) -> None:
+    """A run of a validation round has ended (its row says how): settle the version if the round is decided.
+
+    Call it with the version locked (select_for_update), so that the runs of one round settle it one at a time.
+    """
+    run = Run.objects.get(pk=run_id)
+    newest = (
+        Run.objects.filter(task_version=version, purpose=Run.Purpose.VALIDATION).order_by("-pk").values("batch_id")
+    )[:1]
+    if version.status != TaskVersion.Status.VALIDATING or run.batch_id != newest.get()["batch_id"]:
+        return  # the round was decided already, or a newer round replaced this one
+    round_runs = list(Run.objects.filter(batch_id=run.batch_id, purpose=Run.Purpose.VALIDATION).order_by("pk"))
+    if any(r.status == Run.Status.CANCELLED for r in round_runs):
+        _round_stop(round_runs)
+        _save(version, status=TaskVersion.Status.PENDING, log="validation was cancelled")
+        return
+    for ended in (r for r in round_runs if r.status in Run.TERMINAL):
+        problem = _run_problem(ended, version)
+        if problem:
+            _round_stop(round_runs)
+            _save(
+                version,
+                status=TaskVersion.Status.FAILED,
+                log=f"the baseline did not produce a valid score (validation run {ended.pk}): {problem}",
+            )
+            return
+    done = [r for r in round_runs if r.status in Run.TERMINAL]
+    if len(done) < len(round_runs):
+        version.validation_log = f"{len(done)} of {len(round_runs)} baseline runs done"
+        version.save(update_fields=["validation_log"])
+        return
+    _round_settle(version, done)
+
+
+def _run_problem(run: Run, version: TaskVersion) -> str:
+    """Why this baseline run's score cannot be the baseline ('' when it can)."""
+    failed_script = (
+        Step.objects.filter(run=run, action=EXECUTE_SCRIPT, is_error=True)
+        .order_by("-index")
+        .only("observation")
+        .first()
+    )
+    if failed_script is not None:
+        output = failed_script.observation
+        return (
+            f"the starter script {version.script_name} failed: {exception_line(output) or 'it exited with an error'}"
+            f"\n\nIts output ends with:\n{output[-4000:]}"
         )
-    else:
-        version.status = TaskVersion.Status.FAILED
-        version.validated_at = now
-        reason = (result.error if result else "") or ending.error or "the baseline produced no score"
-        failed_script = (
-            Step.objects.filter(run_id=run_id, action=EXECUTE_SCRIPT, is_error=True).order_by("-index").first()
-            if run_id
-            else None
+    if run.status != Run.Status.FINISHED:
+        return run.error or f"the baseline run ended {run.status}"
+    if run.final_score is None:
+        return f"eval.py produced no score: {run.eval_error or 'no result'}"
+    if not math.isfinite(run.final_score) or abs(run.final_score) >= FALLBACK_MAGNITUDE:
+        return (
+            f"eval.py returned {run.final_score:g}, which looks like a fallback for a failed submission (a measured "
+            f"score has a magnitude under {FALLBACK_MAGNITUDE:g}), not a measured score"
         )
-        if failed_script is not None:
-            reason += f"\n\nThe starter script failed:\n{failed_script.observation[-4000:]}"
-        version.validation_log = db_text(f"the baseline run did not produce a score: {reason}"[-8000:])
-    version.save(update_fields=["status", "baseline_score", "baseline_time_s", "validated_at", "validation_log"])
+    return ""
+
+
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b(: .*)?$")
+
+
+def exception_line(output: str) -> str:
+    """The line of a traceback that names the exception ("ValueError: ..."); else the last line of the output."""
+    lines = [line.strip() for line in output.splitlines()]
+    named = [line for line in lines if EXCEPTION_LINE.match(line)]
+    return (named[-1] if named else error_summary(output))[:500]
+
+
+def _round_settle(version: TaskVersion, runs: list[Run]) -> None:
+    """Every run of the round gave a score: the baseline is their mean, unless they disagree too much."""
+    scores = [r.final_score for r in runs]
+    mean = statistics.fmean(scores)
+    spread = statistics.stdev(scores) / abs(mean) if len(scores) > 1 and mean != 0 else 0.0
+    scripts = Step.objects.filter(run__in=runs, action=EXECUTE_SCRIPT).aggregate(total=Sum("duration_s"))["total"]
+    walls = statistics.fmean(r.wall_seconds for r in runs)
+    version.baseline_scores = scores
+    version.baseline_spread = spread
+    version.baseline_time_s = scripts / len(runs) if scripts is not None else walls
+    values = ", ".join(f"{s:.6g}" for s in scores)
+    measured = (
+        f"baseline {version.metric_name} = {mean:.6g}, the mean of {len(scores)} runs ({values}; relative spread "
+        f"{spread:.1%})"
+    )
+    if not version.timed and spread * NOISE_FACTOR > version.success_threshold:
+        version.baseline_score = None
+        _save(
+            version,
+            status=TaskVersion.Status.FAILED,
+            log=(
+                f"{measured}: the baseline is too noisy for the success threshold of {version.success_threshold:.0%} "
+                f"(3 × {spread:.1%} > {version.success_threshold:.0%}), so noise would decide success. Raise "
+                "metric.success_threshold, make the metric deterministic (fix the seeds and the data split), or, "
+                "if the metric is a time or a speed, mark it timed (metric.timed = true) so that scores are measured "
+                "paired with the baseline."
+            ),
+        )
+        return
+    version.baseline_score = mean
+    _save(
+        version,
+        status=TaskVersion.Status.READY,
+        log=(
+            f"{measured}; the starter script ran in {version.baseline_time_s:.1f} s on average (a whole validation "
+            f"run took {walls:.1f} s)"
+        ),
+    )
+
+
+def _round_stop(runs: list[Run]) -> None:
+    """The round is decided: its runs that have not started yet are not needed."""
+    Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
+        status=Run.Status.CANCELLED, finished_at=timezone.now(), error="not needed: the validation was decided"
+    )
+
+
+def _save(version: TaskVersion, *, status: str, log: str) -> None:
+    version.status = status
+    version.validation_log = db_text(log[-8000:])
+    if status == TaskVersion.Status.FAILED:
+        version.baseline_score = None
+    if status != TaskVersion.Status.PENDING:
+        version.validated_at = timezone.now()
+    version.save(
+        update_fields=[
+            "status", "baseline_score", "baseline_scores", "baseline_spread", "baseline_time_s", "validated_at",
+            "validation_log",
+        ]
+    )  # fmt: skip

@@ -16,7 +16,7 @@ from runner.execution.validation import task_version_validate_queue
 from runner.models import Run, RunLimits, Step
 from runner.services import run_cancel, run_create, run_fork
 
-from ..factories import AgentFactory, RunFactory
+from ..factories import AgentFactory, RunFactory, validate_now
 
 FINAL = {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}}
 
@@ -40,7 +40,7 @@ def execute_in_thread(run_id: int) -> threading.Thread:
 @pytest.mark.django_db(transaction=True)
 def test_cancel_stops_a_running_script_within_five_seconds(tiny_task, baseline_agent):
     # Validate first, so the run below goes straight to its agent.
-    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    validate_now(tiny_task)
     agent = AgentFactory(
         config={
             "script": [
@@ -76,10 +76,11 @@ def test_cancel_stops_a_running_script_within_five_seconds(tiny_task, baseline_a
 @pytest.mark.django_db
 def test_cancelling_a_queued_validation_lets_the_version_be_validated_again(tiny_task):
     validation = task_version_validate_queue(version=tiny_task, enqueue=False)
-    assert run_cancel(run=validation)
+    assert run_cancel(run=validation[0])
     tiny_task.refresh_from_db()
     assert tiny_task.status == "pending"
-    assert task_version_validate_queue(version=tiny_task, enqueue=False) is not None
+    assert {r.status for r in Run.objects.filter(pk__in=[r.pk for r in validation])} == {"cancelled"}
+    assert task_version_validate_queue(version=tiny_task, enqueue=False) != []
 
 
 @pytest.mark.django_db
@@ -167,7 +168,7 @@ def test_the_trace_exports_in_mlagentbench_shape(client, tiny_task):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_time_limit_ends_the_run_as_timed_out_and_the_workspace_is_still_scored(tiny_task):
-    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    validate_now(tiny_task)
     script = [
         act("Write File", file_name="value.txt", content="6"),
         act("Write File", file_name="slow.py", content="import time\ntime.sleep(60)\n"),
@@ -193,7 +194,7 @@ def test_the_time_limit_ends_the_run_as_timed_out_and_the_workspace_is_still_sco
 
 @pytest.mark.django_db(transaction=True)
 def test_a_running_scripts_output_is_visible_before_the_step_ends(tiny_task):
-    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    validate_now(tiny_task)
     slow = "import time\nprint('epoch 1 done', flush=True)\ntime.sleep(4)\nprint('epoch 2 done')\n"
     script = [act("Write File", file_name="slow.py", content=slow), act("Execute Script", script_name="slow.py"), FINAL]
     run = run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False)
@@ -215,7 +216,7 @@ def test_a_running_scripts_output_is_visible_before_the_step_ends(tiny_task):
 def test_a_script_over_the_cpu_time_limit_is_stopped_with_a_message_and_the_run_goes_on(tiny_task, settings):
     settings.BENCH_ACTION_CPU_S = 1
     settings.BENCH_ACTION_TIMEOUT_S = 20  # without the CPU limit, the script would be stopped by this one
-    run_execute(task_version_validate_queue(version=tiny_task, enqueue=False).pk)
+    validate_now(tiny_task)
     script = [
         act("Write File", file_name="busy.py", content="while True:\n    pass\n"),
         act("Execute Script", script_name="busy.py"),

@@ -38,8 +38,10 @@ def test_an_admin_uploads_a_zip_and_queues_its_validation(admin_client, tmp_path
     )
     task.current_version.refresh_from_db()
     assert task.current_version.status == "validating"
-    run = Run.objects.get(task=task, purpose="validation")
-    assert f'validation queued as <a href="/runs/{run.pk}/">run {run.pk}</a>' in response.content.decode()
+    runs = Run.objects.filter(task=task, purpose="validation").order_by("pk")
+    assert runs.count() == 3  # the baseline is measured 3 times unless task.toml says otherwise
+    first = runs[0].pk
+    assert f'queued as 3 baseline runs, the first <a href="/runs/{first}/">run {first}</a>' in response.content.decode()
 
 
 def test_a_bad_upload_shows_what_is_wrong_and_imports_nothing(admin_client):
@@ -96,7 +98,7 @@ def test_the_validation_job_records_its_outcome_and_log_on_the_version(admin_cli
     admin_client.post(reverse("admin:task_bank_task_import"), {"package": upload})
     task = Task.objects.get(slug="broken")
     admin_client.post(reverse("admin:task_bank_task_changelist"), {"action": "validate", "_selected_action": [task.pk]})
-    run_execute(Run.objects.get(task=task, purpose="validation").pk)  # what the worker does with the job
+    run_execute(Run.objects.filter(task=task, purpose="validation").first().pk)  # what a worker does with a job
 
     version = task.current_version
     version.refresh_from_db()
