@@ -241,6 +241,8 @@ BENCH_ACTION_TIMEOUT_S = env_int("BENCH_ACTION_TIMEOUT_S", 1800)
 # threads than its share is stopped with a message instead of starving the rest of the worker).
 BENCH_ACTION_CPU_S = env_int("BENCH_ACTION_CPU_S", 0)
 BENCH_EVAL_TIMEOUT_S = env_int("BENCH_EVAL_TIMEOUT_S", 900)
+# A timed task's final score: the baseline and the final workspace are each measured this many times, alternately.
+BENCH_TIMED_ROUNDS = env_int("BENCH_TIMED_ROUNDS", 3)
 BENCH_PREPARE_TIMEOUT_S = env_int("BENCH_PREPARE_TIMEOUT_S", 1800)
 BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 20_000)
 BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)

@@ -6,13 +6,15 @@ import json
 import math
 import os
 import stat
+import statistics
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 
+from .actions.types import WORKSPACE
 from .models import Step, error_summary
 from .preparation import PreparedTask, task_version_prepare
 from .sandbox import Limits, Mount, Sandbox, folder_mounts
@@ -34,6 +36,22 @@ class EvalResult:
     error: str
     log: str
     duration_s: float
+    #: Timed tasks: the baseline measured alongside the score, and every measurement of both.
+    paired_baseline: float | None = None
+    measurements: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """For a timed task: run the starter script afresh before scoring, so that the score is measured here and now
+    (a script that records its own time, as MLAgentBench's vectorization does, is timed again). Its earlier
+    outputs are removed first."""
+
+    script: str
+    outputs: tuple[str, ...]
+    limits: Limits
+    timeout_s: float
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def result_parse(data: bytes) -> tuple[float | None, str]:
@@ -56,14 +74,18 @@ def evaluate(
     *,
     sandbox: Sandbox,
     tick: Callable[[], None] | None = None,
+    rerun: Rerun | None = None,
 ) -> EvalResult:
-    """Score a snapshot: restore it to a scratch folder and run get_score on it next to the hidden scripts."""
+    """Score a snapshot: restore it to a scratch folder and run get_score on it next to the hidden scripts
+    (after running the starter script afresh, for a timed task's ``rerun``)."""
     scratch = Path(tempfile.mkdtemp(prefix="eval-", dir=settings.BENCH_RUNS_DIR))
     read_end = write_end = None
     try:
         env_dir = scratch / "env"
         read_only = set(prepared.read_only_files)
         workspace_restore(manifest, env_dir, BlobStore(), read_only=read_only, sandbox=sandbox)
+        if rerun is not None and (failure := _rerun_script(rerun, env_dir, read_only, sandbox, tick)):
+            return failure
         mounts = [
             Mount(HARNESS_DIR, HARNESS_TARGET),
             Mount(prepared.scripts_dir, "/task/scripts"),
@@ -106,6 +128,64 @@ def evaluate(
             if fd is not None:
                 os.close(fd)
         remove_tree(scratch)
+
+
+def _rerun_script(
+    rerun: Rerun, env_dir: Path, read_only: set[str], sandbox: Sandbox, tick: Callable[[], None] | None
+) -> EvalResult | None:
+    """Run the starter script in the restored workspace as an agent's Execute Script would; an EvalResult when
+    it failed (no score), None when it ran."""
+    for rel in rerun.outputs:
+        path = env_dir / rel
+        if rel not in read_only and path.is_file() and not path.is_symlink():
+            path.unlink()
+    proc = sandbox.popen(
+        [sandbox.python, "-u", rerun.script],
+        mounts=folder_mounts(env_dir, WORKSPACE, sorted(read_only)),
+        cwd=WORKSPACE,
+        env=rerun.env,
+        limits=rerun.limits,
+    )
+    result = run_process(proc, timeout=rerun.timeout_s, keep_bytes=8000, tick=tick)
+    if result.exit_code == 0 and not result.timed_out:
+        return None
+    how = f"did not finish within {rerun.timeout_s:.0f} s" if result.timed_out else f"exited with {result.exit_code}"
+    return EvalResult(None, f"the script {rerun.script} {how} when run again to be timed", result.stderr, 0)
+
+
+def evaluate_paired(
+    prepared: PreparedTask,
+    manifest: Manifest,
+    *,
+    sandbox: Sandbox,
+    rerun: Rerun,
+    rounds: int,
+    tick: Callable[[], None] | None = None,
+) -> EvalResult:
+    """A timed task's score, measured paired: the task's own starting workspace (the baseline) and the final one
+    are each run and scored ``rounds`` times on this worker, alternately (baseline-final, then final-baseline, so
+    that a drift in the machine's load hits both alike). The score is the median of the final workspace's
+    measurements, and the improvement is computed against the median of the baseline's."""
+    measured: dict[str, list[float]] = {"baseline": [], "final": []}
+    logs = []
+    for i in range(rounds):
+        order = ("baseline", "final") if i % 2 == 0 else ("final", "baseline")
+        for which in order:
+            source = prepared.env_manifest if which == "baseline" else manifest
+            result = evaluate(prepared, source, sandbox=sandbox, tick=tick, rerun=rerun)
+            if result.score is None:
+                error = f"measuring the {which} workspace failed: {result.error}"
+                return EvalResult(None, error, result.log, 0, measurements=measured)
+            measured[which].append(result.score)
+            logs.append(f"round {i + 1}, {which}: {result.score:.6g}")
+    return EvalResult(
+        statistics.median(measured["final"]),
+        "",
+        "\n".join(logs),
+        0,
+        paired_baseline=statistics.median(measured["baseline"]),
+        measurements=measured,
+    )
 
 
 def _read_result(read_end: int | None, path: Path) -> bytes:

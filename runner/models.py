@@ -159,6 +159,10 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     final_score = models.FloatField(null=True, blank=True)
+    paired_baseline = models.FloatField(
+        null=True, blank=True, help_text="Timed tasks: the baseline measured alongside the final score."
+    )
+    eval_measurements = models.JSONField(default=dict, blank=True, help_text="Timed tasks: every measurement.")
     improvement = models.FloatField(null=True, blank=True)
     succeeded = models.BooleanField(null=True, blank=True)
     final_answer = models.TextField(blank=True)

@@ -77,6 +77,12 @@ class TaskVersion(models.Model):
         null=True, blank=True, help_text="Relative spread of the baseline runs: sample standard deviation / |mean|."
     )
     baseline_time_s = models.FloatField(null=True, blank=True)
+    script_outputs = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Files the starter script writes (seen at validation); a timed score "
+        "removes them before it runs the script again.",
+    )
     reference_score = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -100,19 +106,19 @@ class TaskVersion(models.Model):
     def is_ready(self) -> bool:
         return self.status == self.Status.READY
 
-    def improvement_of(self, score: float | None) -> float | None:
-        """Relative improvement over the baseline in the metric's direction (0.10 = 10% better)."""
-        if score is None or self.baseline_score is None:
+    def improvement_of(self, score: float | None, *, baseline: float | None = None) -> float | None:
+        """Relative improvement over the baseline in the metric's direction (0.10 = 10% better). ``baseline``: one
+        measured alongside the score (a timed task's), instead of the version's."""
+        baseline = self.baseline_score if baseline is None else baseline
+        if score is None or baseline is None or baseline == 0:
             return None
-        if self.baseline_score == 0:
-            return None
-        delta = score - self.baseline_score if self.higher_is_better else self.baseline_score - score
-        return delta / abs(self.baseline_score)
+        delta = score - baseline if self.higher_is_better else baseline - score
+        return delta / abs(baseline)
 
-    def succeeded_with(self, score: float | None) -> bool | None:
+    def succeeded_with(self, score: float | None, *, baseline: float | None = None) -> bool | None:
         """The paper's success: more than ``success_threshold`` better than the baseline (strictly, as MLAgentBench
         compares). None = unknown."""
-        if self.baseline_score is None:
+        if self.baseline_score is None and baseline is None:
             return None
-        improvement = self.improvement_of(score)
+        improvement = self.improvement_of(score, baseline=baseline)
         return improvement is not None and improvement > self.success_threshold

@@ -117,6 +117,8 @@ def _finish(
         fields["peak_memory_mb"] = max(run.peak_memory_mb, channel.max_rss_mb)
     if result is not None:
         fields["final_score"] = result.score
+        fields["paired_baseline"] = result.paired_baseline
+        fields["eval_measurements"] = result.measurements
         fields["eval_error"] = db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
         if result.score is None and not result.error:
             fields["eval_error"] = "evaluation produced no score"
@@ -129,9 +131,10 @@ def _finish(
         if run.purpose == Run.Purpose.VALIDATION:
             validation_record(version, run_id=run.pk)
         if result is not None:
+            baseline = result.paired_baseline
             Run.objects.filter(pk=run.pk).update(
-                improvement=version.improvement_of(result.score),
-                succeeded=version.succeeded_with(result.score),
+                improvement=version.improvement_of(result.score, baseline=baseline),
+                succeeded=version.succeeded_with(result.score, baseline=baseline),
             )
     log.info("run %s ended %s (score %s)", run.pk, ending.status, result and result.score)
 

@@ -23,14 +23,14 @@ from django.utils import timezone
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, EnvError, Environment
-from ..evaluation import EvalResult, evaluate
+from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from ..llm import LLMRequestError, complete
 from ..models import Run, Step
 from ..preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from ..sandbox import Limits, SandboxError
 from ..sandbox.process import HeadTail
 from ..sandboxes import get_sandbox
-from ..snapshots import BlobStore, remove_tree, workspace_restore
+from ..snapshots import BlobStore, Manifest, remove_tree, workspace_restore
 from ..text import db_text
 from .conversation import Conversation
 from .endings import Cancelled, Ending, LostOwnership, OutOfTime, RunAborted, RunInterrupted, infrastructure_failure
@@ -169,7 +169,7 @@ class RunSession:
             result = None
             if ending.evaluate:
                 self.transition(Run.Status.RUNNING, Run.Status.EVALUATING)
-                result = evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick)
+                result = self.evaluate(prepared, manifest)
             self.finish(ending, result)
         except LostOwnership:
             log.warning("run %s: no longer ours (attempt %s); stopping without writing", self.run.pk, self.attempt)
@@ -190,6 +190,21 @@ class RunSession:
             if self.conversation is not None and self.conversation.channel is not None:
                 self.conversation.channel.close()
             remove_tree(self.workspace)
+
+    def evaluate(self, prepared: PreparedTask, manifest: Manifest) -> EvalResult:
+        """The final workspace's score; a timed task's measured paired with its baseline, here and now."""
+        if not self.version.timed:
+            return evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick)
+        rerun = Rerun(
+            script=self.version.script_name,
+            outputs=tuple(self.version.script_outputs),
+            limits=self.environment.limits,
+            timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+            env=self.environment.sandbox_env(),
+        )
+        return evaluate_paired(
+            prepared, manifest, sandbox=self.sandbox, rerun=rerun, rounds=settings.BENCH_TIMED_ROUNDS, tick=self.tick
+        )
 
     def ensure_validated(self) -> None:
         """A benchmark run needs a measured baseline: validate the task version first if nobody has."""

@@ -22,6 +22,7 @@ from ..actions import EXECUTE_SCRIPT
 from ..agents import agents_builtin_ensure
 from ..models import Batch, Run, Step, error_summary
 from ..services import run_create
+from ..snapshots import BlobStore, manifest_diff
 from ..text import db_text
 
 #: eval.py fallbacks (MLAgentBench's vectorization returns 1e10 when the submission failed) are not scores.
@@ -142,6 +143,7 @@ def _round_settle(version: TaskVersion, runs: list[Run]) -> None:
     walls = statistics.fmean(r.wall_seconds for r in runs)
     version.baseline_scores = scores
     version.baseline_spread = spread
+    version.script_outputs = _script_outputs(runs[0])
     version.baseline_time_s = scripts / len(runs) if scripts is not None else walls
     values = ", ".join(f"{s:.6g}" for s in scores)
     measured = (
@@ -173,6 +175,15 @@ def _round_settle(version: TaskVersion, runs: list[Run]) -> None:
     )
 
 
+def _script_outputs(run: Run) -> list[str]:
+    """What the starter script wrote: the files its run added or changed in the workspace."""
+    if not (run.initial_snapshot and run.final_snapshot):
+        return []
+    store = BlobStore()
+    diff = manifest_diff(store.manifest_load(run.initial_snapshot), store.manifest_load(run.final_snapshot))
+    return sorted(diff["added"] + diff["changed"])
+
+
 def _round_stop(runs: list[Run]) -> None:
     """The round is decided: its runs that have not started yet are not needed."""
     Run.objects.filter(pk__in=[r.pk for r in runs], status=Run.Status.QUEUED).update(
@@ -189,7 +200,7 @@ def _save(version: TaskVersion, *, status: str, log: str) -> None:
         version.validated_at = timezone.now()
     version.save(
         update_fields=[
-            "status", "baseline_score", "baseline_scores", "baseline_spread", "baseline_time_s", "validated_at",
-            "validation_log",
+            "status", "baseline_score", "baseline_scores", "baseline_spread", "baseline_time_s", "script_outputs",
+            "validated_at", "validation_log",
         ]
     )  # fmt: skip
