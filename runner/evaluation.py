@@ -15,7 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from .actions.types import WORKSPACE
-from .models import Step, error_summary
+from .models import Run, Step, error_summary
 from .preparation import PreparedTask, task_version_prepare
 from .sandbox import Limits, Mount, Sandbox, folder_mounts
 from .sandbox.identity import writable_for_sandbox
@@ -216,4 +216,11 @@ def step_score(*, step_id: int) -> float | None:
         same.score = result.score
         same.detail = {**same.detail, "eval_error": error_summary(result.error)} if result.error else same.detail
         same.save(update_fields=["score", "detail"])
+    version = step.run.task_version
+    if result.score is not None and not version.timed:  # a timed score needs its paired baseline to mean anything
+        runs = Run.objects.filter(pk=step.run_id)
+        if version.succeeded_with(result.score):
+            runs.update(improved_any_step=True)
+        else:
+            runs.filter(improved_any_step__isnull=True).update(improved_any_step=False)
     return result.score

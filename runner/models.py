@@ -163,6 +163,9 @@ class Run(models.Model):
         null=True, blank=True, help_text="Timed tasks: the baseline measured alongside the final score."
     )
     eval_measurements = models.JSONField(default=dict, blank=True, help_text="Timed tasks: every measurement.")
+    improved_any_step = models.BooleanField(
+        null=True, blank=True, help_text="Some step's workspace (scored on request) beat the baseline by the threshold."
+    )
     improvement = models.FloatField(null=True, blank=True)
     succeeded = models.BooleanField(null=True, blank=True)
     final_answer = models.TextField(blank=True)

@@ -132,9 +132,11 @@ def _finish(
             validation_record(version, run_id=run.pk)
         if result is not None:
             baseline = result.paired_baseline
+            succeeded = version.succeeded_with(result.score, baseline=baseline)
             Run.objects.filter(pk=run.pk).update(
                 improvement=version.improvement_of(result.score, baseline=baseline),
-                succeeded=version.succeeded_with(result.score, baseline=baseline),
+                succeeded=succeeded,
+                **({"improved_any_step": True} if succeeded else {}),
             )
     log.info("run %s ended %s (score %s)", run.pk, ending.status, result and result.score)
 

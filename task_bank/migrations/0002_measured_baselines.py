@@ -4,35 +4,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('task_bank', '0001_initial'),
+        ("task_bank", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='taskversion',
-            name='baseline_scores',
+            model_name="taskversion",
+            name="baseline_scores",
             field=models.JSONField(blank=True, default=list, help_text="Every baseline run's score."),
         ),
         migrations.AddField(
-            model_name='taskversion',
-            name='baseline_spread',
-            field=models.FloatField(blank=True, help_text='Relative spread of the baseline runs: sample standard deviation / |mean|.', null=True),
+            model_name="taskversion",
+            name="baseline_spread",
+            field=models.FloatField(
+                blank=True,
+                help_text="Relative spread of the baseline runs: sample standard deviation / |mean|.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='taskversion',
-            name='script_outputs',
-            field=models.JSONField(blank=True, default=list, help_text='Files the starter script writes (seen at validation); a timed score removes them before it runs the script again.'),
+            model_name="taskversion",
+            name="script_outputs",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="Files the starter script writes (seen at validation); a timed score removes them before it runs the script again.",
+            ),
         ),
         migrations.AddField(
-            model_name='taskversion',
-            name='timed',
-            field=models.BooleanField(default=False, help_text='The metric is a time or a speed: scores are measured paired with the baseline.'),
+            model_name="taskversion",
+            name="timed",
+            field=models.BooleanField(
+                default=False,
+                help_text="The metric is a time or a speed: scores are measured paired with the baseline.",
+            ),
         ),
         migrations.AddField(
-            model_name='taskversion',
-            name='validation_repeats',
-            field=models.PositiveIntegerField(default=3, help_text='How many times validation runs the baseline; the baseline is their mean.'),
+            model_name="taskversion",
+            name="validation_repeats",
+            field=models.PositiveIntegerField(
+                default=3, help_text="How many times validation runs the baseline; the baseline is their mean."
+            ),
         ),
     ]

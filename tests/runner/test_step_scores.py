@@ -29,3 +29,22 @@ def test_intermediate_steps_are_scored_on_their_own_snapshots(tiny_task):
     scores = list(Step.objects.filter(run=run).values_list("score", flat=True))
     assert scores == [1.0, 1.0, 5.0, 5.0]  # steps that changed nothing share their predecessor's snapshot
     assert run.final_score == 5.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_beat_the_baseline_at_some_step_but_not_at_the_end_is_marked(tiny_task):
+    script = [
+        act("Write File", file_name="value.txt", content="9"),  # the baseline is 2: far better
+        act("Write File", file_name="value.txt", content="1"),  # then worse than the baseline
+        act("Final Answer", final_answer="done"),
+    ]
+    run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
+    assert run.succeeded is False and run.improved_any_step is None
+
+    steps = list(Step.objects.filter(run=run))
+    step_score(step_id=steps[1].pk)
+    run.refresh_from_db()
+    assert run.improved_any_step is False  # the worse step alone
+    step_score(step_id=steps[0].pk)
+    run.refresh_from_db()
+    assert run.improved_any_step is True
