@@ -7,9 +7,9 @@ class TaskVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = TaskVersion
         fields = [
-            "number", "digest", "status", "metric_name", "higher_is_better", "success_threshold", "script_name",
-            "max_steps", "max_time_s", "resources", "data_license", "baseline_score", "baseline_time_s",
-            "reference_score", "validated_at", "created_at",
+            "number", "digest", "status", "validation_summary", "metric_name", "higher_is_better", "success_threshold",
+            "timed", "script_name", "max_steps", "max_time_s", "resources", "data_license", "baseline_score",
+            "baseline_scores", "baseline_spread", "baseline_time_s", "reference_score", "validated_at", "created_at",
         ]  # fmt: skip
 
 

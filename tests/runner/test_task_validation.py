@@ -141,3 +141,16 @@ def test_the_task_page_shows_every_baseline_value_and_a_failures_cause_to_everyo
         call_command("validate_task", "crash")
     page = client.get("/tasks/crash/").content.decode()
     assert "Validation failed." in page and "ValueError: setting an array element with a sequence" in page
+
+
+def test_a_task_that_failed_validation_says_so_in_the_api_and_takes_no_runs(tmp_path, admin_client):
+    version = import_tiny(tmp_path, "crash", env__train_dot_py=CRASHING_SCRIPT, scripts__eval_dot_py=FALLBACK_EVAL)
+    validate_now(version)
+
+    listed = admin_client.get("/api/v1/tasks/crash/").json()["current_version"]
+    assert listed["status"] == "failed" and "ValueError" in listed["validation_summary"]
+    response = admin_client.post(
+        "/api/v1/runs/", {"agent": "baseline", "tasks": ["crash"]}, content_type="application/json"
+    )
+    assert response.status_code == 400 and "failed validation and cannot run" in response.json()["detail"]
+    assert not Run.objects.filter(task_version=version, purpose="benchmark").exists()
