@@ -16,6 +16,7 @@ from .package import (
     MetricDirectionUnknown,
     TaskPackage,
     iter_files,
+    metric_is_timed,
     package_digest,
     package_load,
     slug_from_name,
@@ -63,8 +64,8 @@ def task_import(
     """
     package = package_load(Path(root), slug=slug)
     manifest = package.manifest
-    if metric_name:
-        manifest = replace(manifest, metric_name=metric_name)
+    if metric_name:  # a bare MLAgentBench folder names its metric here ("seconds" makes it timed)
+        manifest = replace(manifest, metric_name=metric_name, timed=manifest.timed or metric_is_timed(metric_name))
     if higher_is_better is not None:
         manifest = replace(manifest, higher_is_better=higher_is_better)
     if manifest.higher_is_better is None:
