@@ -23,13 +23,16 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
     except Task.DoesNotExist:
         raise Http404(f"no task {slug}") from None
     version = task.current_version
+    include_infrastructure = request.GET.get("infra") == "include"
     context = {
         "task": task,
         "version": version,
         "versions": task_versions(task=task),
         "files": prepared_env_listing(version),
         "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
-        "rows": task_agent_rows(viewer=request.user, version=version),
+        "rows": task_agent_rows(viewer=request.user, version=version, include_infrastructure=include_infrastructure),
+        "include_infrastructure": include_infrastructure,
+        "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "runs": runs_list(viewer=request.user, task=task.slug)[:20],
     }
     return render(request, "leaderboard/task_detail.html", context)
@@ -37,11 +40,16 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
 
 def leaderboard_view(request: HttpRequest) -> HttpResponse:
     current_only = request.GET.get("versions") != "all"
-    board = leaderboard_matrix(viewer=request.user, current_only=current_only)
+    include_infrastructure = request.GET.get("infra") == "include"
+    board = leaderboard_matrix(
+        viewer=request.user, current_only=current_only, include_infrastructure=include_infrastructure
+    )
     context = {
         "matrix": board["matrix"],
         "tasks": board["tasks"],
         "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "charts": {
             "success_by_task": success_by_task_figure(board["cells"]) if board["cells"] else None,
             "cost_vs_success": cost_vs_success_figure(board["rows"]) if board["rows"] else None,

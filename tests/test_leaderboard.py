@@ -63,7 +63,7 @@ def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, dj
     make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2)])
     with django_assert_max_num_queries(3):
         html = client.get(reverse("leaderboard:leaderboard")).content.decode()
-    assert "good" in html and "100%" in html
+    assert "good" in html and "100.0% [34.2–100.0] n=2" in html
     assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html
     assert "plotly-3.7.0.min.js" in html
 
