@@ -52,7 +52,7 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "charts": {
             "success_by_task": success_by_task_figure(board["cells"]) if board["cells"] else None,
-            "cost_vs_success": cost_vs_success_figure(board["rows"]) if board["rows"] else None,
+            "cost_vs_success": cost_vs_success_figure(board["rows"]) if board["cells"] else None,
         },
     }
     return render(request, "leaderboard/leaderboard.html", context)

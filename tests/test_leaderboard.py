@@ -93,3 +93,27 @@ def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_as
     ranking, recent = task_page.split("<h2>Leaderboard", 1)[1].split("<h2>Recent runs", 1)
     assert "old-only" not in ranking and "both@" in ranking
     assert "old-only" in recent and "v1</span>" in recent and "v2</span>" in recent  # every run, with its version
+
+
+def test_the_charts_show_the_tables_rates_and_intervals(client, tiny_task):
+    make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2), (False, 0.0)])
+    make_runs(tiny_task, AgentFactory(name="none"), [(False, 0.0)] * 10)
+    RunFactory(
+        task_version=tiny_task, agent=AgentFactory(name="unlucky"), status="failed", failure_kind="infrastructure"
+    )
+    cells, rows = leaderboard_cells(viewer=ANYONE), leaderboard_rows(viewer=ANYONE)
+
+    bars = {t["name"]: t for t in success_by_task_figure(cells)["data"]}
+    # 2 of 3: 66.7% [20.8–93.9]; 0 of 10: 0% [0–27.8] (worked out by hand in tests/leaderboard/test_stats.py)
+    assert bars["good@1"]["y"] == [66.7] and bars["none@1"]["y"] == [0.0]
+    assert bars["good@1"]["error_y"]["array"] == [27.2] and bars["good@1"]["error_y"]["arrayminus"] == [45.9]
+    assert bars["none@1"]["error_y"]["array"] == [27.8] and bars["none@1"]["error_y"]["arrayminus"] == [0.0]
+    assert bars["good@1"]["customdata"] == ["[20.8–93.9%] n=3"]
+    assert "unlucky@1" not in bars  # no counted run, so no bar
+
+    points = {t["name"]: t for t in cost_vs_success_figure(rows)["data"]}
+    assert set(points) == {"good@1", "none@1"}  # the row with only an infrastructure failure has no rate to plot
+    assert points["good@1"]["y"] == [66.7] and points["good@1"]["error_y"]["array"] == [27.2]
+
+    table = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert "66.7% [20.8–93.9] n=3" in table and "0.0% [0.0–27.8] n=10" in table
