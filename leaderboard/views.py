@@ -1,4 +1,4 @@
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from runner.preparation import prepared_env_listing
@@ -6,6 +6,7 @@ from runner.selectors import runs_list
 from task_bank.models import Task
 
 from .charts import cost_vs_success_figure, success_by_task_figure
+from .exports import leaderboard_csv, leaderboard_json
 from .selectors import home_page, leaderboard_matrix, task_agent_rows, task_detail, task_versions, tasks_list
 
 
@@ -44,6 +45,14 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
     board = leaderboard_matrix(
         viewer=request.user, current_only=current_only, include_infrastructure=include_infrastructure
     )
+    export = request.GET.get("format")
+    if export == "csv":
+        response = HttpResponse(leaderboard_csv(board["rows"]), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="leaderboard.csv"'
+        return response
+    if export == "json":
+        options = {"current_only": current_only, "include_infrastructure": include_infrastructure}
+        return JsonResponse(leaderboard_json(board, **options), json_dumps_params={"indent": 2})
     context = {
         "matrix": board["matrix"],
         "tasks": board["tasks"],
