@@ -50,8 +50,10 @@ def success_by_task_figure(cells: list[dict]) -> dict:
             error_y=_error_bars(places),
             # A label on every bar, so that 0% (runs, none succeeded) differs from no bar (no runs).
             text=[f"{rate:g}%" if rate is not None else "" for rate in rates],
-            textposition="auto",  # inside at the bar's foot, clear of the error bar; above a bar too low to hold it
+            # Inside the bar's foot, clear of the error bar; above a bar too low to hold it (0% included).
+            textposition=["inside" if rate is not None and rate >= 12 else "outside" for rate in rates],
             insidetextanchor="start",
+            cliponaxis=False,
             customdata=[_interval_text(c) if c else "" for c in places],
             hovertemplate="%{x}: %{y}% %{customdata}<extra>" + name + "</extra>",
         )

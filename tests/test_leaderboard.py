@@ -109,6 +109,8 @@ def test_the_charts_show_the_tables_rates_and_intervals(client, tiny_task):
     assert bars["good@1"]["error_y"]["array"] == [27.2] and bars["good@1"]["error_y"]["arrayminus"] == [45.9]
     assert bars["none@1"]["error_y"]["array"] == [27.8] and bars["none@1"]["error_y"]["arrayminus"] == [0.0]
     assert bars["good@1"]["customdata"] == ["[20.8–93.9%] n=3"]
+    assert bars["none@1"]["text"] == ["0%"] and bars["none@1"]["textposition"] == ["outside"]  # 0% is labelled
+    assert bars["good@1"]["textposition"] == ["inside"]  # in the bar, clear of its error bar
     assert "unlucky@1" not in bars  # no counted run, so no bar
 
     points = {t["name"]: t for t in cost_vs_success_figure(rows)["data"]}
