@@ -6,6 +6,8 @@ import plotly.graph_objects as go
 
 from runner.charts import LAYOUT
 
+from .stats import pareto_frontier
+
 
 def entrant(row: dict) -> str:
     model = f" · {row['model']}" if row.get("model") else ""
@@ -63,7 +65,9 @@ def success_by_task_figure(cells: list[dict]) -> dict:
 
 def cost_vs_success_figure(rows: list[dict]) -> dict:
     """Scatter: mean cost per run against success rate with its 95% Wilson interval, one coloured, named point
-    per agent/model (a row without a counted run has no rate, so no point)."""
+    per agent/model (a row without a counted run has no rate, so no point), and the Pareto frontier of the points
+    as a dotted step line (drawn from two points up). The frontier is of the point estimates: the intervals say
+    how sure it is."""
     rows = [r for r in rows if r["success_rate"] is not None]
     figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})
     for row in sorted(rows, key=entrant):  # the bar chart's order, so each entrant has the same colour in both
@@ -79,6 +83,16 @@ def cost_vs_success_figure(rows: list[dict]) -> dict:
             textposition="middle right",
             marker={"size": 8 + min(row["runs"], 40)},
             hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata}<extra></extra>",
+        )
+    frontier = pareto_frontier([(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows])
+    if len(rows) > 1:
+        figure.add_scatter(
+            name="Pareto frontier",
+            x=[cost for cost, _ in frontier],
+            y=[rate for _, rate in frontier],
+            mode="lines",
+            line={"shape": "hv", "dash": "dot", "color": "#6b7280", "width": 1},
+            hovertemplate="no entrant is both cheaper and more successful<extra>Pareto frontier</extra>",
         )
     highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
     top = highest * 1.3 if highest else 1

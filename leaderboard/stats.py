@@ -133,3 +133,13 @@ def mean_label(*, mean: Number | None, interval: tuple[float, float] | None, cou
         return "—"
     around = f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]" if interval else ""  # a comma: bounds can be < 0
     return f"{100 * float(mean):.1f}%{around} n={count}"
+
+
+def pareto_frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (cost, success) points no other point beats on both: none costs as little or less and succeeds as
+    often or more, with one of the two strictly. Ordered by cost, so the success rises along the frontier."""
+    frontier: list[tuple[float, float]] = []
+    for cost, rate in sorted(set(points), key=lambda p: (p[0], -p[1])):
+        if not frontier or rate > frontier[-1][1]:
+            frontier.append((cost, rate))
+    return frontier

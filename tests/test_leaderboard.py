@@ -54,7 +54,8 @@ def test_the_cost_chart_has_a_named_point_per_entrant_on_a_cost_axis_from_zero(t
     make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3)])
     make_runs(tiny_task, AgentFactory(name="weak"), [(False, 0.0)])
     figure = cost_vs_success_figure(leaderboard_rows(viewer=ANYONE))
-    assert [(t["name"], t["y"]) for t in figure["data"]] == [("good@1", [100.0]), ("weak@1", [0.0])]
+    points = [(t["name"], t["y"]) for t in figure["data"] if t["name"] != "Pareto frontier"]
+    assert points == [("good@1", [100.0]), ("weak@1", [0.0])]
     low, high = figure["layout"]["xaxis"]["range"]
     assert low < 0 and -low <= 0.1 * high  # the axis starts at zero, with room for the markers
 
@@ -114,8 +115,20 @@ def test_the_charts_show_the_tables_rates_and_intervals(client, tiny_task):
     assert "unlucky@1" not in bars  # no counted run, so no bar
 
     points = {t["name"]: t for t in cost_vs_success_figure(rows)["data"]}
-    assert set(points) == {"good@1", "none@1"}  # the row with only an infrastructure failure has no rate to plot
+    # the row with only an infrastructure failure has no rate to plot
+    assert set(points) == {"good@1", "none@1", "Pareto frontier"}
     assert points["good@1"]["y"] == [66.7] and points["good@1"]["error_y"]["array"] == [27.2]
 
     table = client.get(reverse("leaderboard:leaderboard")).content.decode()
     assert "66.7% [20.8–93.9] n=3" in table and "0.0% [0.0–27.8] n=10" in table
+
+
+def test_the_cost_chart_draws_the_pareto_frontier_of_its_points(tiny_task):
+    for name, cost, succeeded in [("cheap", "0.01", False), ("dear", "0.05", True)]:
+        RunFactory(task_version=tiny_task, agent=AgentFactory(name=name), succeeded=succeeded, cost=Decimal(cost))
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="worse"), succeeded=False, cost=Decimal("0.03"))
+
+    traces = {t["name"]: t for t in cost_vs_success_figure(leaderboard_rows(viewer=ANYONE))["data"]}
+
+    frontier = traces["Pareto frontier"]
+    assert frontier["x"] == [0.01, 0.05] and frontier["y"] == [0.0, 100.0]  # "worse" costs more than "cheap"

@@ -9,6 +9,7 @@ from leaderboard.stats import (
     mean,
     mean_interval,
     mean_label,
+    pareto_frontier,
     ranking_key,
     rate_label,
     success_rate,
@@ -159,3 +160,12 @@ def test_a_mean_reads_with_its_interval_and_n():
     assert mean_label(mean=0.3, interval=(-0.04374, 0.64374), count=4) == "30.0% [-4.4, 64.4] n=4"
     assert mean_label(mean=0.5, interval=None, count=1) == "50.0% n=1"
     assert mean_label(mean=None, interval=None, count=0) == "—"
+
+
+def test_the_pareto_frontier_keeps_the_points_nothing_beats_on_both_cost_and_success():
+    points = [(0.0, 10.0), (0.5, 35.0), (0.5, 40.0), (0.4, 30.0), (0.6, 35.0), (1.0, 40.0), (2.0, 90.0)]
+
+    # (0.6, 35) loses to (0.5, 40); (0.5, 35) to (0.5, 40); (1.0, 40) to (0.5, 40), which is as good for less.
+    assert pareto_frontier(points) == [(0.0, 10.0), (0.4, 30.0), (0.5, 40.0), (2.0, 90.0)]
+    assert pareto_frontier([]) == []
+    assert pareto_frontier([(0.3, 0.0)]) == [(0.3, 0.0)]
