@@ -9,7 +9,7 @@ from runner.models import Run
 from runner.selectors import Viewer, agents_visible_filter, runs_list, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
-from .stats import entrant_stats, ranking_key
+from .stats import entrant_stats, paired_difference, ranking_key
 
 ENTRANT = ("agent__name", "agent__version", "model")
 
@@ -171,3 +171,53 @@ def leaderboard_row_export(row: dict) -> dict:
             value = float(value)
         out[key] = value
     return out
+
+
+def entrant_key(row: dict) -> str:
+    """A row's name in a URL: "agent@version", then "/model" when it has one."""
+    model = f"/{row['model']}" if row["model"] else ""
+    return f"{row['agent__name']}@{row['agent__version']}{model}"
+
+
+def entrant_parse(key: str) -> dict:
+    """The row a key names (``entrant_key``'s inverse); ValueError when it is not "agent@version[/model]"."""
+    name, at, rest = key.partition("@")
+    version, _, model = rest.partition("/")
+    if not (name and at and version):
+        raise ValueError(f"{key!r} names no row: expected agent@version or agent@version/model")
+    return {"agent__name": name, "agent__version": version, "model": model}
+
+
+def leaderboard_compare(
+    *, viewer: Viewer, a: dict, b: dict, current_only: bool = True, include_infrastructure: bool = False
+) -> dict:
+    """Two rows side by side on the tasks both ran (each task's counts and rates, from the runs the leaderboard
+    counts), the tasks only one of them ran, and A's success rate minus B's over the shared tasks with its
+    interval (stats.paired_difference)."""
+    runs, counted = _ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure
+    )
+    groups = (
+        runs.filter(Q(**a) | Q(**b))
+        .values(*ENTRANT, "task__slug")
+        .annotate(**_sums(counted=counted))
+        .filter(runs__gt=0)
+        .order_by("task__slug")
+    )
+    sides: dict[str, dict] = {"a": {}, "b": {}}
+    for group in groups:
+        entrant = {k: group[k] for k in ENTRANT}
+        for side, wanted in (("a", a), ("b", b)):
+            if entrant == wanted:
+                sides[side][group["task__slug"]] = _with_figures(group)
+    shared = sorted(set(sides["a"]) & set(sides["b"]))
+    pairs = [{"task": t, "a": sides["a"][t], "b": sides["b"][t]} for t in shared]
+    for pair in pairs:
+        pair["difference"] = pair["a"]["success_rate"] - pair["b"]["success_rate"]
+    counts = [(p["a"]["successes"], p["a"]["runs"], p["b"]["successes"], p["b"]["runs"]) for p in pairs]
+    return {
+        "pairs": pairs,
+        "only_a": sorted(set(sides["a"]) - set(shared)),
+        "only_b": sorted(set(sides["b"]) - set(shared)),
+        "result": paired_difference(counts),
+    }

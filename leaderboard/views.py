@@ -7,7 +7,18 @@ from task_bank.models import Task
 
 from .charts import cost_vs_success_figure, success_by_task_figure
 from .exports import leaderboard_csv, leaderboard_json
-from .selectors import home_page, leaderboard_matrix, task_agent_rows, task_detail, task_versions, tasks_list
+from .selectors import (
+    entrant_key,
+    entrant_parse,
+    home_page,
+    leaderboard_compare,
+    leaderboard_matrix,
+    leaderboard_rows,
+    task_agent_rows,
+    task_detail,
+    task_versions,
+    tasks_list,
+)
 
 
 def home_view(request: HttpRequest) -> HttpResponse:
@@ -65,3 +76,24 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
         },
     }
     return render(request, "leaderboard/leaderboard.html", context)
+
+
+def leaderboard_compare_view(request: HttpRequest) -> HttpResponse:
+    """Two leaderboard rows, paired on the tasks both ran: chosen with ?a= and ?b= (agent@version[/model])."""
+    current_only = request.GET.get("versions") != "all"
+    include_infrastructure = request.GET.get("infra") == "include"
+    options = {"current_only": current_only, "include_infrastructure": include_infrastructure}
+    rows = leaderboard_rows(viewer=request.user, **options)
+    keys = [entrant_key(r) for r in rows]
+    chosen = {side: request.GET.get(side, "") for side in ("a", "b")}
+    context = {"keys": keys, "chosen": chosen, "error": None, "comparison": None, **options}
+    if chosen["a"] and chosen["b"]:
+        unknown = [key for key in chosen.values() if key not in keys]
+        if unknown:
+            context["error"] = f"No leaderboard row {unknown[0]!r}; choose two of the rows listed."
+        elif chosen["a"] == chosen["b"]:
+            context["error"] = "Choose two different rows."
+        else:
+            a, b = (entrant_parse(chosen[side]) for side in ("a", "b"))
+            context["comparison"] = leaderboard_compare(viewer=request.user, a=a, b=b, **options)
+    return render(request, "leaderboard/compare.html", context, status=400 if context["error"] else 200)

@@ -33,3 +33,9 @@ def runs_url(row: dict, task: str = "", ranking: str = "counted", current: bool 
     if current:
         query["current"] = "1"
     return f"{reverse('runner:run_list')}?{urlencode(query)}"
+
+
+@register.filter
+def points(value: float | None) -> str:
+    """A difference of two rates in percentage points, signed: 0.125 -> "+12.5"."""
+    return "—" if value is None else f"{100 * value:+.1f}"

@@ -9,6 +9,7 @@ from leaderboard.stats import (
     mean,
     mean_interval,
     mean_label,
+    paired_difference,
     pareto_frontier,
     ranking_key,
     rate_label,
@@ -169,3 +170,32 @@ def test_the_pareto_frontier_keeps_the_points_nothing_beats_on_both_cost_and_suc
     assert pareto_frontier(points) == [(0.0, 10.0), (0.4, 30.0), (0.5, 40.0), (2.0, 90.0)]
     assert pareto_frontier([]) == []
     assert pareto_frontier([(0.3, 0.0)]) == [(0.3, 0.0)]
+
+
+def test_the_paired_difference_averages_the_per_task_differences_each_task_weighing_the_same():
+    # task 1: 3/3 against 0/3, a difference of 1; task 2: 0/1 against 0/9, none. The mean is 0.5 (pooling the
+    # runs would say 3/4 - 0/12 = 0.75, letting the task with more runs of B weigh more).
+    assert paired_difference([(3, 3, 0, 3), (0, 1, 0, 9)])["difference"] == 0.5
+
+
+def test_the_bootstrap_interval_of_one_task_worked_out_by_hand():
+    # A 1 of 2, B 0 of 2. Redrawn, A succeeds 0, 1 or 2 times (chances 1/4, 1/2, 1/4), B never: the difference is
+    # 0, 0.5 or 1, so its 2.5th percentile is 0 and its 97.5th is 1.
+    result = paired_difference([(1, 2, 0, 2)])
+    assert (result["difference"], result["interval"], result["tasks"]) == (0.5, (0.0, 1.0), 1)
+
+
+def test_the_bootstrap_cannot_move_a_side_that_always_or_never_succeeds():
+    assert paired_difference([(3, 3, 0, 3), (2, 2, 0, 4)])["interval"] == (1.0, 1.0)
+
+
+def test_the_bootstrap_is_seeded_and_narrows_with_more_runs():
+    few = paired_difference([(3, 8, 1, 8), (5, 10, 5, 10)])
+    assert paired_difference([(3, 8, 1, 8), (5, 10, 5, 10)]) == few  # the same page, the same interval
+    many = paired_difference([(30, 80, 10, 80), (50, 100, 50, 100)])
+    assert few["interval"][0] < 0 < few["interval"][1]  # 3 of 8 against 1 of 8 could be chance
+    assert 0 < many["interval"][0] < many["difference"] == 0.125 < many["interval"][1]  # ten times as many: not
+
+
+def test_there_is_no_paired_difference_without_a_shared_task():
+    assert paired_difference([]) is None
