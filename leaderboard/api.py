@@ -4,7 +4,7 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .selectors import leaderboard_rows
+from .selectors import leaderboard_row_export, leaderboard_rows
 
 ROWS = inline_serializer(
     "LeaderboardRow",
@@ -13,10 +13,18 @@ ROWS = inline_serializer(
         "agent_version": serializers.CharField(),
         "model": serializers.CharField(),
         "tasks": serializers.IntegerField(),
-        "runs": serializers.IntegerField(),
+        "runs": serializers.IntegerField(help_text="runs counted: trials that ended finished, failed or at a limit"),
         "successes": serializers.IntegerField(),
-        "success_rate": serializers.FloatField(),
+        "infrastructure_failures": serializers.IntegerField(help_text="counted only with infra=include"),
+        "scored": serializers.IntegerField(help_text="counted runs with an improvement"),
+        "success_rate": serializers.FloatField(allow_null=True),
+        "success_interval": serializers.ListField(
+            child=serializers.FloatField(), allow_null=True, help_text="95% Wilson score interval"
+        ),
         "mean_improvement": serializers.FloatField(allow_null=True),
+        "improvement_interval": serializers.ListField(
+            child=serializers.FloatField(), allow_null=True, help_text="95% Student t interval of the mean"
+        ),
         "mean_cost": serializers.FloatField(allow_null=True),
         "mean_tokens": serializers.FloatField(allow_null=True),
         "mean_seconds": serializers.FloatField(allow_null=True),
@@ -27,26 +35,20 @@ ROWS = inline_serializer(
 
 
 @extend_schema(
-    parameters=[OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count")],
+    parameters=[
+        OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count"),
+        OpenApiParameter("infra", str, enum=["include"], description="count infrastructure failures as failed runs"),
+    ],
     responses={200: ROWS},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request) -> Response:
-    """One row per agent version and model: success rate, mean improvement, cost, tokens, time. A private
+    """One row per agent version and model: success rate with its 95% interval, mean improvement with its 95%
+    interval, cost, tokens, time, over the runs the leaderboard counts (the page states the rule). A private
     agent's runs count only for its owner and staff."""
-    rows = leaderboard_rows(viewer=request.user, current_only=request.query_params.get("versions") != "all")
-    return Response(
-        [
-            {
-                "agent": r["agent__name"],
-                "agent_version": r["agent__version"],
-                "model": r["model"],
-                **{
-                    k: (float(v) if v is not None and k.startswith("mean") else v)
-                    for k, v in r.items()
-                    if not k.startswith("agent__") and k != "model"
-                },
-            }
-            for r in rows
-        ]
+    rows = leaderboard_rows(
+        viewer=request.user,
+        current_only=request.query_params.get("versions") != "all",
+        include_infrastructure=request.query_params.get("infra") == "include",
     )
+    return Response([leaderboard_row_export(r) for r in rows])

@@ -6,49 +6,93 @@ import plotly.graph_objects as go
 
 from runner.charts import LAYOUT
 
+from .stats import pareto_frontier
+
 
 def entrant(row: dict) -> str:
     model = f" · {row['model']}" if row.get("model") else ""
     return f"{row['agent__name']}@{row['agent__version']}{model}"
 
 
+def _percent(value: float) -> float:
+    return round(100 * value, 1)
+
+
+def _error_bars(rows: list[dict | None]) -> dict:
+    """Plotly's asymmetric error bars (in percentage points) of each row's 95% Wilson interval; none where a
+    row is missing."""
+    above, below = [], []
+    for row in rows:
+        interval = row["success_interval"] if row else None
+        rate = row["success_rate"] if row else None
+        above.append(_percent(interval[1] - rate) if interval else None)
+        below.append(_percent(rate - interval[0]) if interval else None)
+    return {"type": "data", "symmetric": False, "array": above, "arrayminus": below, "thickness": 1.2, "width": 3}
+
+
+def _interval_text(row: dict) -> str:
+    low, high = row["success_interval"]
+    return f"[{_percent(low):g}–{_percent(high):g}%] n={row['runs']}"
+
+
 def success_by_task_figure(cells: list[dict]) -> dict:
-    """Grouped bars: success rate (%) per task, one bar per agent/model."""
+    """Grouped bars: success rate (%) per task, one bar per agent/model, with its 95% Wilson interval as an error
+    bar (a rate over few runs says little: the bar shows how little)."""
     tasks = sorted({c["task__slug"] for c in cells})
     entrants = sorted({entrant(c) for c in cells})
-    figure = go.Figure(layout={**LAYOUT, "title": "Success rate per task", "barmode": "group"})
+    figure = go.Figure(layout={**LAYOUT, "title": "Success rate per task (95% interval)", "barmode": "group"})
     for name in entrants:
         by_task = {c["task__slug"]: c for c in cells if entrant(c) == name}
-        rates = [round(100 * by_task[t]["success_rate"], 1) if t in by_task else None for t in tasks]
+        places = [by_task.get(t) for t in tasks]
+        rates = [_percent(c["success_rate"]) if c else None for c in places]
         figure.add_bar(
             name=name,
             x=tasks,
             y=rates,
+            error_y=_error_bars(places),
             # A label on every bar, so that 0% (runs, none succeeded) differs from no bar (no runs).
             text=[f"{rate:g}%" if rate is not None else "" for rate in rates],
-            textposition="outside",
+            # Inside the bar's foot, clear of the error bar; above a bar too low to hold it (0% included).
+            textposition=["inside" if rate is not None and rate >= 12 else "outside" for rate in rates],
+            insidetextanchor="start",
             cliponaxis=False,
-            customdata=[by_task[t]["runs"] if t in by_task else 0 for t in tasks],
-            hovertemplate="%{x}: %{y}% of %{customdata} runs<extra>" + name + "</extra>",
+            customdata=[_interval_text(c) if c else "" for c in places],
+            hovertemplate="%{x}: %{y}% %{customdata}<extra>" + name + "</extra>",
         )
-    figure.update_yaxes(title="success rate (%)", range=[0, 112])
+    figure.update_yaxes(title="success rate (%)", range=[0, 108])
     return figure.to_plotly_json()
 
 
 def cost_vs_success_figure(rows: list[dict]) -> dict:
-    """Scatter: mean cost per run against success rate, one coloured, named point per agent/model."""
+    """Scatter: mean cost per run against success rate with its 95% Wilson interval, one coloured, named point
+    per agent/model (a row without a counted run has no rate, so no point), and the Pareto frontier of the points
+    as a dotted step line (drawn from two points up). The frontier is of the point estimates: the intervals say
+    how sure it is."""
+    rows = [r for r in rows if r["success_rate"] is not None]
     figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})
     for row in sorted(rows, key=entrant):  # the bar chart's order, so each entrant has the same colour in both
         name = entrant(row)
         figure.add_scatter(
             name=name,
             x=[float(row["mean_cost"] or 0)],
-            y=[round(100 * row["success_rate"], 1)],
+            y=[_percent(row["success_rate"])],
+            error_y=_error_bars([row]),
             text=[name],
+            customdata=[_interval_text(row)],
             mode="markers+text",
             textposition="middle right",
             marker={"size": 8 + min(row["runs"], 40)},
-            hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}%<extra></extra>",
+            hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata}<extra></extra>",
+        )
+    frontier = pareto_frontier([(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows])
+    if len(rows) > 1:
+        figure.add_scatter(
+            name="Pareto frontier",
+            x=[cost for cost, _ in frontier],
+            y=[rate for _, rate in frontier],
+            mode="lines",
+            line={"shape": "hv", "dash": "dot", "color": "#6b7280", "width": 1},
+            hovertemplate="no entrant is both cheaper and more successful<extra>Pareto frontier</extra>",
         )
     highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
     top = highest * 1.3 if highest else 1

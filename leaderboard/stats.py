@@ -5,8 +5,13 @@ here, so each figure can be checked against one worked out by hand."""
 from __future__ import annotations
 
 from decimal import Decimal
+from math import atan, ceil, cos, floor, pi, sin, sqrt
+from random import Random
 
 Number = int | float | Decimal
+
+#: The normal quantile of a two-sided 95% interval.
+Z95 = 1.959963984540054
 
 
 def success_rate(*, successes: int, runs: int) -> float | None:
@@ -22,14 +27,73 @@ def mean(*, total: Number | None, count: int) -> Number | None:
     return total / count
 
 
+def wilson_interval(*, successes: int, runs: int, z: float = Z95) -> tuple[float, float] | None:
+    """The 95% Wilson score interval of a success rate: the rates p for which ``successes`` of ``runs`` is not
+    surprising, (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n). Unlike p ± z·sqrt(p(1-p)/n) it is never
+    [0, 0] at 0 of n nor [1, 1] at n of n, and stays inside [0, 1]. None without runs."""
+    if not runs:
+        return None
+    rate = successes / runs
+    spread = z * z / runs
+    centre = (rate + spread / 2) / (1 + spread)
+    half = z * sqrt(rate * (1 - rate) / runs + spread / (4 * runs)) / (1 + spread)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == runs else min(1.0, centre + half)
+    return low, high
+
+
+def _t_two_sided(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with ``df`` (a whole number) degrees of freedom, by the closed form for whole
+    degrees of freedom (Abramowitz and Stegun 26.7.3 and 26.7.4)."""
+    theta = atan(t / sqrt(df))
+    c2 = cos(theta) ** 2
+    if df % 2:  # odd: 2/pi (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ... up to cos^(df-3)))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        return 2 / pi * (theta + sin(theta) * cos(theta) * total)
+    term, total = 1.0, 1.0  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(df-2))
+    for k in range(1, df // 2):
+        term *= c2 * (2 * k - 1) / (2 * k)
+        total += term
+    return sin(theta) * total
+
+
+def t_quantile95(df: int) -> float:
+    """The t value a two-sided 95% interval uses with ``df`` degrees of freedom (12.706 at 1, 2.262 at 9,
+    tending to 1.960), found by bisection on the exact distribution function."""
+    low, high = 0.0, 1000.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_two_sided(middle, df) < 0.95 else (low, middle)
+    return (low + high) / 2
+
+
+def mean_interval(*, mean: float | None, sd: float | None, count: int) -> tuple[float, float] | None:
+    """The 95% Student t interval of a mean: mean ± t(count-1) · sd / sqrt(count), with ``sd`` the sample
+    standard deviation (n - 1 in the denominator). It assumes the values are independent and roughly normal or
+    numerous; None with fewer than two values, where the spread is unknown."""
+    if mean is None or sd is None or count < 2:
+        return None
+    half = t_quantile95(count - 1) * float(sd) / sqrt(count)
+    return float(mean) - half, float(mean) + half
+
+
 def entrant_stats(sums: dict) -> dict:
     """The figures of one agent version and model (over all tasks, or one task) from the database's sums:
     ``runs``, ``successes``, ``scored`` (runs with an improvement), ``improvement_sum``, ``cost_sum``,
-    ``tokens_sum``, ``seconds_sum`` and ``steps_sum``."""
+    ``tokens_sum``, ``seconds_sum`` and ``steps_sum``, and ``improvement_sd`` (the sample standard deviation of the
+    improvements, when the database gave it)."""
     runs = sums["runs"]
+    mean_improvement = mean(total=sums["improvement_sum"], count=sums["scored"])
     return {
         "success_rate": success_rate(successes=sums["successes"], runs=runs),
-        "mean_improvement": mean(total=sums["improvement_sum"], count=sums["scored"]),
+        "success_interval": wilson_interval(successes=sums["successes"], runs=runs),
+        "mean_improvement": mean_improvement,
+        "improvement_interval": mean_interval(
+            mean=mean_improvement, sd=sums.get("improvement_sd"), count=sums["scored"]
+        ),
         "mean_cost": mean(total=sums["cost_sum"], count=runs),
         "mean_tokens": mean(total=sums["tokens_sum"], count=runs),
         "mean_seconds": mean(total=sums["seconds_sum"], count=runs),
@@ -38,10 +102,12 @@ def entrant_stats(sums: dict) -> dict:
 
 
 def ranking_key(row: dict) -> tuple:
-    """Sort key of a leaderboard row: the higher success rate first, then the higher mean improvement (a row
-    with none after the rows with one), then agent name, version and model, so that ties keep one order."""
+    """Sort key of a leaderboard row: the higher success rate first (a row without one last), then the higher
+    mean improvement (a row with none after the rows with one), then agent name, version and model, so that ties
+    keep one order."""
     improvement = row["mean_improvement"]
     return (
+        row["success_rate"] is None,  # a row with no counted run (only infrastructure failures) comes last
         -(row["success_rate"] or 0.0),
         improvement is None,
         -(improvement or 0.0),
@@ -49,3 +115,59 @@ def ranking_key(row: dict) -> tuple:
         row["agent__version"],
         row["model"],
     )
+
+
+def rate_label(*, successes: int, runs: int) -> str:
+    """A success rate as the tables show it, with its 95% Wilson interval and its n: "37.5% [13.7–69.4] n=8";
+    "— n=0" without runs."""
+    interval = wilson_interval(successes=successes, runs=runs)
+    if interval is None:
+        return "— n=0"
+    low, high = interval
+    return f"{100 * successes / runs:.1f}% [{100 * low:.1f}–{100 * high:.1f}] n={runs}"
+
+
+def mean_label(*, mean: Number | None, interval: tuple[float, float] | None, count: int) -> str:
+    """A mean improvement (a fraction) as the tables show it: "12.3% [-4.1, 20.5] n=5"; without an interval (fewer
+    than two values) "12.3% n=1"; "—" without a value."""
+    if mean is None:
+        return "—"
+    around = f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]" if interval else ""  # a comma: bounds can be < 0
+    return f"{100 * float(mean):.1f}%{around} n={count}"
+
+
+def pareto_frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (cost, success) points no other point beats on both: none costs as little or less and succeeds as
+    often or more, with one of the two strictly. Ordered by cost, so the success rises along the frontier."""
+    frontier: list[tuple[float, float]] = []
+    for cost, rate in sorted(set(points), key=lambda p: (p[0], -p[1])):
+        if not frontier or rate > frontier[-1][1]:
+            frontier.append((cost, rate))
+    return frontier
+
+
+def paired_difference(tasks: list[tuple[int, int, int, int]], *, resamples: int = 2000, seed: int = 0) -> dict | None:
+    """How much more often A succeeds than B on the tasks both ran, each task weighing the same: the mean over
+    tasks of A's success rate minus B's. ``tasks`` holds, per task, (A's successes, A's runs, B's successes,
+    B's runs). None without a task in common.
+
+    The 95% interval is a stratified percentile bootstrap, seeded so a page shows the same interval every time:
+    each of ``resamples`` times, each side's runs on each task are drawn again with replacement from that side's
+    own outcomes there (the tasks stay fixed: the question is about these tasks), and the mean difference is
+    recomputed; the interval runs from the 2.5th to the 97.5th percentile of those differences."""
+    if not tasks:
+        return None
+
+    def difference(rates: list[tuple[float, float]]) -> float:
+        return sum(a - b for a, b in rates) / len(rates)
+
+    estimate = difference([(sa / na, sb / nb) for sa, na, sb, nb in tasks])
+    rng = Random(seed)
+
+    def redraw(successes: int, runs: int) -> float:
+        rate = successes / runs
+        return sum(rng.random() < rate for _ in range(runs)) / runs
+
+    draws = sorted(difference([(redraw(sa, na), redraw(sb, nb)) for sa, na, sb, nb in tasks]) for _ in range(resamples))
+    low, high = draws[floor(0.025 * resamples)], draws[ceil(0.975 * resamples) - 1]
+    return {"difference": estimate, "interval": (low, high), "tasks": len(tasks), "resamples": resamples, "seed": seed}

@@ -6,6 +6,7 @@ app_name = "leaderboard"
 urlpatterns = [
     path("", views.home_view, name="home"),
     path("leaderboard/", views.leaderboard_view, name="leaderboard"),
+    path("leaderboard/compare/", views.leaderboard_compare_view, name="compare"),
     path("tasks/", views.task_list_view, name="task_list"),
     path("tasks/<slug:slug>/", views.task_detail_view, name="task_detail"),
 ]

@@ -131,8 +131,16 @@ class Run(models.Model):
     #: Not ended yet: waiting for a worker or on one.
     LIVE = (Status.QUEUED, *ON_WORKER)
     TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-    #: Ended in a way that says something about the agent: what rankings count (a cancelled run says nothing).
+    #: The statuses of an ended run that can say something about the agent (a cancelled run says nothing).
     RANKED = (Status.FINISHED, Status.FAILED, Status.TIMED_OUT)
+    #: A trial: a benchmark run started afresh. Not a validation run (the task's baseline), not a fork (it goes on
+    #: from another run's step: a re-run of that step, never one more trial).
+    TRIAL = models.Q(purpose=Purpose.BENCHMARK, forked_from__isnull=True, fork_step__isnull=True)
+    #: Ended by the platform's fault (a lost worker, the LLM endpoint down): says nothing about the agent.
+    INFRASTRUCTURE_FAILURE = models.Q(status__in=TERMINAL, failure_kind=FailureKind.INFRASTRUCTURE)
+    #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step, token or
+    #: cost limit, or timed out). Every failure names its kind; one that did not would count against the agent.
+    COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind=FailureKind.INFRASTRUCTURE)
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from .actions import ACTIONS
 from .models import Agent, Run, Step
@@ -37,9 +37,28 @@ def runs_visible_to(viewer: Viewer) -> QuerySet[Run]:
     return Run.objects.filter(agents_visible_filter(viewer, through="agent__"))
 
 
+#: The ``ranking`` filter of the runs list: the runs behind a leaderboard count (see ``Run.COUNTED``).
+RANKINGS = {
+    "counted": Run.TRIAL & Run.COUNTED,
+    "infrastructure": Run.TRIAL & Run.INFRASTRUCTURE_FAILURE,
+    "with-infrastructure": Run.TRIAL & (Run.COUNTED | Run.INFRASTRUCTURE_FAILURE),
+}
+
+
 def runs_list(
-    *, viewer: Viewer, status: str | None = None, task: str | None = None, agent: str | None = None
+    *,
+    viewer: Viewer,
+    status: str | None = None,
+    task: str | None = None,
+    agent: str | None = None,
+    version: str | None = None,
+    model: str | None = None,
+    ranking: str | None = None,
+    current: bool = False,
 ) -> QuerySet[Run]:
+    """The runs ``viewer`` may see, newest first, filtered by status, task slug, agent name, agent ``version``,
+    ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs a leaderboard
+    count stands for) and ``current`` (only runs of their task's current version)."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by("-created_at")
     if status:
         qs = qs.filter(status=status)
@@ -47,6 +66,14 @@ def runs_list(
         qs = qs.filter(task__slug=task)
     if agent:
         qs = qs.filter(agent__name=agent)
+    if version:
+        qs = qs.filter(agent__version=version)
+    if model is not None:
+        qs = qs.filter(model=model)
+    if ranking:
+        qs = qs.filter(RANKINGS[ranking])
+    if current:
+        qs = qs.filter(task_version=F("task__current_version"))
     return qs
 
 

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 from .actions import catalogue_for_agent
 from .charts import score_over_steps_figure
 from .models import Run, Step
-from .selectors import run_detail, run_steps, run_trace_json, runs_list
+from .selectors import RANKINGS, run_detail, run_steps, run_trace_json, runs_list
 from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
 from .trace import steps_display, workspace_changes, workspace_file, workspace_files
 
@@ -29,12 +29,26 @@ def _step_or_404(run: Run, index: int) -> Step:
 
 
 def run_list_view(request: HttpRequest) -> HttpResponse:
-    filters = {key: request.GET.get(key) or None for key in ("status", "task", "agent")}
+    filters = {key: request.GET.get(key) or None for key in ("status", "task", "agent", "version", "ranking")}
+    # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
+    filters["model"] = request.GET.get("model")
+    filters["current"] = request.GET.get("current") == "1"
     unknown_status = None
     if filters["status"] and filters["status"] not in Run.Status.values:
         unknown_status, filters["status"] = filters["status"], None
+    unknown_ranking = None
+    if filters["ranking"] and filters["ranking"] not in RANKINGS:
+        unknown_ranking, filters["ranking"] = filters["ranking"], None
     page = Paginator(runs_list(viewer=request.user, **filters), 50).get_page(request.GET.get("page"))
-    context = {"page": page, "filters": filters, "statuses": Run.Status.choices, "unknown_status": unknown_status}
+    context = {
+        "page": page,
+        "filters": filters,
+        "filtered": any(v not in (None, False) for v in filters.values()),
+        "statuses": Run.Status.choices,
+        "rankings": list(RANKINGS),
+        "unknown_status": unknown_status,
+        "unknown_ranking": unknown_ranking,
+    }
     return render(request, "runner/run_list.html", context)
 
 

@@ -54,7 +54,8 @@ def test_the_cost_chart_has_a_named_point_per_entrant_on_a_cost_axis_from_zero(t
     make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3)])
     make_runs(tiny_task, AgentFactory(name="weak"), [(False, 0.0)])
     figure = cost_vs_success_figure(leaderboard_rows(viewer=ANYONE))
-    assert [(t["name"], t["y"]) for t in figure["data"]] == [("good@1", [100.0]), ("weak@1", [0.0])]
+    points = [(t["name"], t["y"]) for t in figure["data"] if t["name"] != "Pareto frontier"]
+    assert points == [("good@1", [100.0]), ("weak@1", [0.0])]
     low, high = figure["layout"]["xaxis"]["range"]
     assert low < 0 and -low <= 0.1 * high  # the axis starts at zero, with room for the markers
 
@@ -63,7 +64,7 @@ def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, dj
     make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2)])
     with django_assert_max_num_queries(3):
         html = client.get(reverse("leaderboard:leaderboard")).content.decode()
-    assert "good" in html and "100%" in html
+    assert "good" in html and "100.0% [34.2–100.0] n=2" in html
     assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html
     assert "plotly-3.7.0.min.js" in html
 
@@ -93,3 +94,41 @@ def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_as
     ranking, recent = task_page.split("<h2>Leaderboard", 1)[1].split("<h2>Recent runs", 1)
     assert "old-only" not in ranking and "both@" in ranking
     assert "old-only" in recent and "v1</span>" in recent and "v2</span>" in recent  # every run, with its version
+
+
+def test_the_charts_show_the_tables_rates_and_intervals(client, tiny_task):
+    make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2), (False, 0.0)])
+    make_runs(tiny_task, AgentFactory(name="none"), [(False, 0.0)] * 10)
+    RunFactory(
+        task_version=tiny_task, agent=AgentFactory(name="unlucky"), status="failed", failure_kind="infrastructure"
+    )
+    cells, rows = leaderboard_cells(viewer=ANYONE), leaderboard_rows(viewer=ANYONE)
+
+    bars = {t["name"]: t for t in success_by_task_figure(cells)["data"]}
+    # 2 of 3: 66.7% [20.8–93.9]; 0 of 10: 0% [0–27.8] (worked out by hand in tests/leaderboard/test_stats.py)
+    assert bars["good@1"]["y"] == [66.7] and bars["none@1"]["y"] == [0.0]
+    assert bars["good@1"]["error_y"]["array"] == [27.2] and bars["good@1"]["error_y"]["arrayminus"] == [45.9]
+    assert bars["none@1"]["error_y"]["array"] == [27.8] and bars["none@1"]["error_y"]["arrayminus"] == [0.0]
+    assert bars["good@1"]["customdata"] == ["[20.8–93.9%] n=3"]
+    assert bars["none@1"]["text"] == ["0%"] and bars["none@1"]["textposition"] == ["outside"]  # 0% is labelled
+    assert bars["good@1"]["textposition"] == ["inside"]  # in the bar, clear of its error bar
+    assert "unlucky@1" not in bars  # no counted run, so no bar
+
+    points = {t["name"]: t for t in cost_vs_success_figure(rows)["data"]}
+    # the row with only an infrastructure failure has no rate to plot
+    assert set(points) == {"good@1", "none@1", "Pareto frontier"}
+    assert points["good@1"]["y"] == [66.7] and points["good@1"]["error_y"]["array"] == [27.2]
+
+    table = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert "66.7% [20.8–93.9] n=3" in table and "0.0% [0.0–27.8] n=10" in table
+
+
+def test_the_cost_chart_draws_the_pareto_frontier_of_its_points(tiny_task):
+    for name, cost, succeeded in [("cheap", "0.01", False), ("dear", "0.05", True)]:
+        RunFactory(task_version=tiny_task, agent=AgentFactory(name=name), succeeded=succeeded, cost=Decimal(cost))
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="worse"), succeeded=False, cost=Decimal("0.03"))
+
+    traces = {t["name"]: t for t in cost_vs_success_figure(leaderboard_rows(viewer=ANYONE))["data"]}
+
+    frontier = traces["Pareto frontier"]
+    assert frontier["x"] == [0.01, 0.05] and frontier["y"] == [0.0, 100.0]  # "worse" costs more than "cheap"

@@ -33,7 +33,7 @@ def test_the_task_page_shows_problem_files_and_leaderboard_but_hides_hidden_file
     html = client.get(url).content.decode()
     assert "Make value.txt hold a larger number" in html
     assert "<code>train.py</code>" in html and "<code>data.txt</code>" in html
-    assert "solver@1" in html and "50%" in html  # one success out of two runs
+    assert "solver@1" in html and "50.0% [9.5–90.5] n=2" in html  # one success out of two runs
     assert "answer.txt" not in html and "eval.py" not in html
 
     staff_html = admin_client.get(url).content.decode()

@@ -28,7 +28,7 @@ def test_the_leaderboard_draws_its_charts(page, live_server, tiny_task):
 
     page.wait_for_selector("#chart-success-by-task .main-svg")
     page.wait_for_selector("#chart-cost-vs-success .main-svg")
-    assert "67%" in page.locator("table.leaderboard").inner_text()
+    assert "66.7% [20.8–93.9] n=3" in page.locator("table.leaderboard").inner_text()
     bars = page.locator("#chart-success-by-task .bars path")
     assert bars.count() >= 1
 

@@ -39,6 +39,12 @@ def test_each_cell_holds_its_entrants_figures_on_its_task(tiny_task, second_task
     assert (first["agent__name"], first["runs"], first["tasks"]) == ("both", 3, 2)
     assert first["success_rate"] == pytest.approx(2 / 3)
     assert first["mean_improvement"] == pytest.approx(0.2)  # (0.1 + 0.1 + 0.4) / 3
+    # sample sd sqrt((0.01 + 0.01 + 0.04) / 2) = 0.173205; t(2) = 4.302653; half-width 4.302653 * 0.173205 / sqrt(3)
+    assert first["improvement_interval"] == (
+        pytest.approx(0.2 - 0.430265, abs=1e-6),
+        pytest.approx(0.2 + 0.430265, abs=1e-6),
+    )
+    assert first["success_interval"] == (pytest.approx(0.207659, abs=1e-6), pytest.approx(0.938509, abs=1e-6))
     assert first["mean_cost"] == Decimal("0.02")  # (0.02 + 0.04 + 0) / 3
     assert first["mean_tokens"] == pytest.approx(400 / 3) and first["mean_seconds"] == 10.0
     other, tiny = first_cells

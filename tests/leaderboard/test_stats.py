@@ -4,7 +4,19 @@ from decimal import Decimal
 
 import pytest
 
-from leaderboard.stats import entrant_stats, mean, ranking_key, success_rate
+from leaderboard.stats import (
+    entrant_stats,
+    mean,
+    mean_interval,
+    mean_label,
+    paired_difference,
+    pareto_frontier,
+    ranking_key,
+    rate_label,
+    success_rate,
+    t_quantile95,
+    wilson_interval,
+)
 
 
 def test_the_success_rate_is_the_share_of_runs_that_succeeded():
@@ -92,3 +104,98 @@ def test_rows_rank_by_success_rate_then_improvement_then_name_and_unscored_rows_
         ("worse", ""),
         ("unscored", ""),
     ]
+
+
+Z2 = 1.959963984540054**2  # z squared, for the hand-worked intervals below
+
+
+def test_the_wilson_interval_at_none_of_n_runs_from_zero_to_z2_over_n_plus_z2():
+    assert wilson_interval(successes=0, runs=1) == (0.0, pytest.approx(Z2 / (1 + Z2)))  # 0.7935
+    assert wilson_interval(successes=0, runs=10) == (0.0, pytest.approx(Z2 / (10 + Z2)))  # 0.2775
+    assert wilson_interval(successes=0, runs=10)[1] == pytest.approx(0.27753, abs=1e-5)
+
+
+def test_the_wilson_interval_at_all_of_n_runs_reaches_one_from_n_over_n_plus_z2():
+    assert wilson_interval(successes=1, runs=1) == (pytest.approx(1 / (1 + Z2)), 1.0)  # 0.2065
+    assert wilson_interval(successes=10, runs=10) == (pytest.approx(10 / (10 + Z2)), 1.0)  # 0.7225
+
+
+def test_the_wilson_interval_in_between():
+    # 3 of 8: centre (0.375 + z²/16) / (1 + z²/8) = 0.41555, half-width z·sqrt(0.375·0.625/8 + z²/256) / (1 + z²/8)
+    # = 0.27871: [0.1368, 0.6943].
+    low, high = wilson_interval(successes=3, runs=8)
+    assert (low, high) == (pytest.approx(0.136844, abs=1e-6), pytest.approx(0.694258, abs=1e-6))
+    low, high = wilson_interval(successes=5, runs=10)  # symmetric about one half
+    assert low == pytest.approx(1 - high) and low == pytest.approx(0.236593, abs=1e-6)
+
+
+def test_there_is_no_wilson_interval_without_runs():
+    assert wilson_interval(successes=0, runs=0) is None
+
+
+def test_a_rate_reads_with_its_interval_and_n():
+    assert rate_label(successes=3, runs=8) == "37.5% [13.7–69.4] n=8"
+    assert rate_label(successes=0, runs=10) == "0.0% [0.0–27.8] n=10"
+    assert rate_label(successes=1, runs=1) == "100.0% [20.7–100.0] n=1"
+    assert rate_label(successes=0, runs=0) == "— n=0"
+
+
+@pytest.mark.parametrize("df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452), (100, 1.9840)])
+def test_the_t_quantile_matches_the_printed_tables(df, t):
+    assert t_quantile95(df) == pytest.approx(t, abs=1e-4)
+
+
+def test_the_mean_interval_is_mean_plus_minus_t_times_the_standard_error():
+    # improvements 0.1, 0.2, 0.3, 0.6: mean 0.3, sample sd sqrt(0.14 / 3) = 0.21602, t(3) = 3.18245,
+    # half-width 3.18245 * 0.21602 / 2 = 0.34374.
+    low, high = mean_interval(mean=0.3, sd=(0.14 / 3) ** 0.5, count=4)
+    assert (low, high) == (pytest.approx(0.3 - 0.34374, abs=1e-5), pytest.approx(0.3 + 0.34374, abs=1e-5))
+
+
+def test_there_is_no_mean_interval_below_two_values():
+    assert mean_interval(mean=0.5, sd=None, count=1) is None
+    assert mean_interval(mean=None, sd=None, count=0) is None
+
+
+def test_a_mean_reads_with_its_interval_and_n():
+    assert mean_label(mean=0.3, interval=(-0.04374, 0.64374), count=4) == "30.0% [-4.4, 64.4] n=4"
+    assert mean_label(mean=0.5, interval=None, count=1) == "50.0% n=1"
+    assert mean_label(mean=None, interval=None, count=0) == "—"
+
+
+def test_the_pareto_frontier_keeps_the_points_nothing_beats_on_both_cost_and_success():
+    points = [(0.0, 10.0), (0.5, 35.0), (0.5, 40.0), (0.4, 30.0), (0.6, 35.0), (1.0, 40.0), (2.0, 90.0)]
+
+    # (0.6, 35) loses to (0.5, 40); (0.5, 35) to (0.5, 40); (1.0, 40) to (0.5, 40), which is as good for less.
+    assert pareto_frontier(points) == [(0.0, 10.0), (0.4, 30.0), (0.5, 40.0), (2.0, 90.0)]
+    assert pareto_frontier([]) == []
+    assert pareto_frontier([(0.3, 0.0)]) == [(0.3, 0.0)]
+
+
+def test_the_paired_difference_averages_the_per_task_differences_each_task_weighing_the_same():
+    # task 1: 3/3 against 0/3, a difference of 1; task 2: 0/1 against 0/9, none. The mean is 0.5 (pooling the
+    # runs would say 3/4 - 0/12 = 0.75, letting the task with more runs of B weigh more).
+    assert paired_difference([(3, 3, 0, 3), (0, 1, 0, 9)])["difference"] == 0.5
+
+
+def test_the_bootstrap_interval_of_one_task_worked_out_by_hand():
+    # A 1 of 2, B 0 of 2. Redrawn, A succeeds 0, 1 or 2 times (chances 1/4, 1/2, 1/4), B never: the difference is
+    # 0, 0.5 or 1, so its 2.5th percentile is 0 and its 97.5th is 1.
+    result = paired_difference([(1, 2, 0, 2)])
+    assert (result["difference"], result["interval"], result["tasks"]) == (0.5, (0.0, 1.0), 1)
+
+
+def test_the_bootstrap_cannot_move_a_side_that_always_or_never_succeeds():
+    assert paired_difference([(3, 3, 0, 3), (2, 2, 0, 4)])["interval"] == (1.0, 1.0)
+
+
+def test_the_bootstrap_is_seeded_and_narrows_with_more_runs():
+    few = paired_difference([(3, 8, 1, 8), (5, 10, 5, 10)])
+    assert paired_difference([(3, 8, 1, 8), (5, 10, 5, 10)]) == few  # the same page, the same interval
+    many = paired_difference([(30, 80, 10, 80), (50, 100, 50, 100)])
+    assert few["interval"][0] < 0 < few["interval"][1]  # 3 of 8 against 1 of 8 could be chance
+    assert 0 < many["interval"][0] < many["difference"] == 0.125 < many["interval"][1]  # ten times as many: not
+
+
+def test_there_is_no_paired_difference_without_a_shared_task():
+    assert paired_difference([]) is None

@@ -1,0 +1,55 @@
+"""The leaderboard table as files: pure functions from the rows selectors give to CSV text and JSON data."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from .selectors import leaderboard_row_export
+
+#: The CSV's columns, in order; an interval is split into its two bounds.
+CSV_COLUMNS = (
+    "agent",
+    "agent_version",
+    "model",
+    "tasks",
+    "runs",
+    "successes",
+    "infrastructure_failures",
+    "success_rate",
+    "success_low",
+    "success_high",
+    "scored",
+    "mean_improvement",
+    "improvement_low",
+    "improvement_high",
+    "mean_cost",
+    "mean_tokens",
+    "mean_seconds",
+    "mean_steps",
+)
+
+
+def leaderboard_csv(rows: list[dict]) -> str:
+    """One line per row, ranked as on the page; an empty field where a figure does not exist (no counted run,
+    fewer than two scored runs for an interval)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        line = leaderboard_row_export(row)
+        for name in ("success", "improvement"):
+            low, high = line.pop(f"{name}_interval") or (None, None)
+            line[f"{name}_low"], line[f"{name}_high"] = low, high
+        writer.writerow({k: "" if v is None else v for k, v in line.items()})
+    return out.getvalue()
+
+
+def leaderboard_json(board: dict, *, current_only: bool, include_infrastructure: bool) -> dict:
+    """The table as JSON: what was counted, the rows (as the API gives them) and each row's cell per task."""
+    return {
+        "current_versions_only": current_only,
+        "infrastructure_failures_counted": include_infrastructure,
+        "rows": [leaderboard_row_export(r) for r in board["rows"]],
+        "cells": [leaderboard_row_export(c) | {"task": c["task__slug"]} for c in board["cells"]],
+    }
