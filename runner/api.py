@@ -40,13 +40,19 @@ class StepSerializer(serializers.ModelSerializer):
 
 class RunRequestSerializer(serializers.Serializer):
     agent = serializers.CharField(help_text="agent name (latest version) or name@version")
-    tasks = serializers.ListField(child=serializers.SlugField(), min_length=1)
-    repeats = serializers.IntegerField(min_value=1, max_value=100, default=1)
+    tasks = serializers.ListField(
+        child=serializers.SlugField(), min_length=1, help_text="task slugs; a slug named twice counts once"
+    )
+    repeats = serializers.IntegerField(
+        min_value=1, default=1, help_text="runs per task; tasks x repeats is capped by BENCH_MAX_RUNS_PER_REQUEST"
+    )
     model = serializers.CharField(required=False, allow_blank=True, default="")
-    max_steps = serializers.IntegerField(required=False, min_value=1)
-    max_time_s = serializers.IntegerField(required=False, min_value=1)
-    max_tokens = serializers.IntegerField(required=False, min_value=1)
-    max_cost = serializers.DecimalField(required=False, max_digits=12, decimal_places=6, min_value=Decimal(0))
+    max_steps = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_steps"])
+    max_time_s = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_time_s"])
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_tokens"])
+    max_cost = serializers.DecimalField(
+        required=False, max_digits=12, decimal_places=6, min_value=Decimal(0), max_value=RunLimits.MOST["max_cost"]
+    )
 
     def validate_agent(self, value: str) -> Agent:
         try:

@@ -78,6 +78,8 @@ def test_a_task_that_failed_validation_or_is_retired_is_refused_with_the_reason(
         (["--max-steps", "-5"], "max_steps must be at least 1"),
         (["--max-time", "-1"], "max_time_s must be at least 1"),
         (["--max-tokens", "0"], "max_tokens must be at least 1"),
+        (["--max-steps", "3000000000"], "max_steps must be at most 2147483647"),
+        (["--max-cost", "1e9"], "max_cost must be at most 999999"),
         (["--max-cost", "-1"], "max_cost must be at least 0"),
         (["--timeout", "-1"], "expected a positive number of seconds"),
         (["--model", "gpt-x"], "no enabled model endpoint named 'gpt-x'; configured: none yet"),
@@ -88,6 +90,25 @@ def test_bad_limits_and_models_are_refused_before_any_run_is_made(digits, args, 
     with pytest.raises(CommandError, match=message):
         call_command("bench_run", "--agent", "baseline", "--task", "digits", *args)
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_more_runs_than_the_cap_are_refused_in_one_line_and_a_task_named_twice_counts_once(
+    capsys, digits, tiny_task, settings
+):
+    with pytest.raises(CommandError) as exc:
+        call_command("bench_run", "--agent", "baseline", "--task", "digits", "--repeats", "100000")
+    assert str(exc.value) == (
+        "1 task(s) x 100000 repeat(s) would make 100000 runs; at most 500 runs per request (BENCH_MAX_RUNS_PER_REQUEST)"
+    )
+    assert not Run.objects.exists()
+
+    settings.BENCH_MAX_RUNS_PER_REQUEST = 4
+    args = ["--agent", "baseline", "--task", "tiny", "--task", "digits", "--task", "tiny", "--repeats", "2"]
+    assert [line["task"] for line in bench_run(capsys, *args)] == ["tiny", "tiny", "digits", "digits"]
+    with pytest.raises(CommandError, match="2 task.s. x 3 repeat.s. would make 6 runs; at most 4 runs per request"):
+        call_command("bench_run", *args[:-1], "3")
+    assert Run.objects.count() == 4
 
 
 @pytest.mark.django_db
