@@ -253,6 +253,8 @@ BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
 # The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
+# A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
+BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
 CELERY_BEAT_SCHEDULE = {
     "reap-runs": {"task": "runner.reap_runs", "schedule": BENCH_REAPER_EVERY_S},
 }

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from task_bank.models import Task
 
+from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import runs_list
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
@@ -104,6 +105,11 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
             )
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except QueueUnreachable as exc:  # the runs are written and stay queued: sending the request again would
+            return Response(  # make them twice
+                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: RunSerializer})

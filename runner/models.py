@@ -158,6 +158,12 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the queued run was last handed over for execution: sent to the job queue, or kept by the "
+        "process that created it (bench_run --inline). Empty while it waits to be sent (the reaper sends it again).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

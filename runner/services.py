@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from task_bank.models import Task, TaskVersion
 
-from .jobs import run_enqueue, step_score_enqueue
+from .jobs import run_enqueue, runs_enqueue, step_score_enqueue
 from .models import Agent, Batch, ModelEndpoint, Run, RunLimits, Step
 
 NO_LIMITS = RunLimits()
@@ -51,12 +51,14 @@ def run_create(
     limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
 ) -> Run:
-    """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False). Limits left
-    out are the task's own (steps, time) or none (tokens, cost)."""
+    """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False: then the caller
+    executes it). Limits left out are the task's own (steps, time) or none (tokens, cost)."""
     version = runnable_version(task=task, version=version, purpose=purpose)
     model = run_settings_check(agent=agent, model=model, limits=limits)
     run = Run.objects.create(
-        batch=batch, **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits)
+        batch=batch,
+        sent_at=None if enqueue else timezone.now(),
+        **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits),
     )
     if enqueue:
         run_enqueue(run)
@@ -133,10 +135,10 @@ def batch_create(
         run_fields(task=task, version=version, agent=agent, model=model, purpose=Run.Purpose.BENCHMARK, limits=limits)
         for task, version in zip(tasks, versions, strict=True)
     ]
-    runs = Run.objects.bulk_create(Run(batch=batch, **f) for f in fields for _ in range(repeats))
+    sent_at = None if enqueue else timezone.now()  # not enqueued: the caller executes them itself
+    runs = Run.objects.bulk_create(Run(batch=batch, sent_at=sent_at, **f) for f in fields for _ in range(repeats))
     if enqueue:
-        for run in runs:
-            run_enqueue(run)
+        runs_enqueue(runs)
     return batch, runs
 
 

@@ -77,3 +77,23 @@ def test_a_request_for_more_runs_than_the_cap_is_refused_whole_and_duplicates_co
     huge = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"], "repeats": 10**30}, format="json")
     assert huge.status_code == 400 and "at most 5 runs per request" in huge.json()["detail"]
     assert Run.objects.count() == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_queue_unreachable_the_api_answers_503_and_the_runs_stay_queued_to_be_sent_again(
+    tiny_task, staff_token, baseline_agent, broker_down
+):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {staff_token}")
+
+    response = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"], "repeats": 2}, format="json")
+
+    assert response.status_code == 503 and response["Content-Type"] == "application/json"
+    runs = list(Run.objects.order_by("pk"))
+    assert response.json()["runs"] == [run.pk for run in runs]
+    assert response.json()["detail"] == (
+        f"the job queue is unreachable (Error 111 connecting to {broker_down[len('redis://') : -len('/0')]}. "
+        f"Connection refused.); runs {runs[0].pk}, {runs[1].pk} stay queued and will be sent when the queue is back; "
+        "do not send the request again"
+    )
+    assert [(run.status, run.sent_at) for run in runs] == [("queued", None), ("queued", None)]

@@ -1,10 +1,14 @@
 import json
+import subprocess
+import sys
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from runner.models import Run, Step
 
+from ..integration.conftest import ROOT, service_env
 from ..scoring import eval_score_of
 
 
@@ -116,3 +120,25 @@ def test_an_agent_that_uses_an_llm_needs_a_model(digits, endpoint):
     with pytest.raises(CommandError, match="agent research uses an LLM: give it a model .*configured: test-model"):
         call_command("bench_run", "--agent", "research", "--task", "digits")
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_queue_unreachable_it_exits_non_zero_with_one_line_and_the_run_stays_queued(digits, broker_down):
+    db = connection.settings_dict
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("the command runs in another process on the test database; it needs PostgreSQL")
+    env = {
+        **service_env(CELERY_BROKER_URL=broker_down),
+        "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+    }
+    command = [sys.executable, "manage.py", "bench_run", "--agent", "baseline", "--task", "digits"]
+
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    run = Run.objects.get()
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"CommandError: the job queue is unreachable (Error 111 connecting to {broker_down[8:-2]}. Connection "
+        f"refused.); run {run.pk} stays queued and will be sent when the queue is back"
+    ]
+    assert run.status == "queued" and run.sent_at is None
