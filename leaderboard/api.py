@@ -4,6 +4,8 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bench.schema import errors
+
 from .selectors import leaderboard_rows
 
 ROWS = inline_serializer(
@@ -28,13 +30,16 @@ ROWS = inline_serializer(
 
 @extend_schema(
     parameters=[OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count")],
-    responses={200: ROWS},
+    responses={200: ROWS, **errors()},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request) -> Response:
     """One row per agent version and model: success rate, mean improvement, cost, tokens, time. A private
     agent's runs count only for its owner and staff."""
-    rows = leaderboard_rows(viewer=request.user, current_only=request.query_params.get("versions") != "all")
+    versions = request.query_params.get("versions", "current")
+    if versions not in ("current", "all"):
+        raise serializers.ValidationError({"versions": [f"expected 'current' or 'all', got {versions[:40]!r}"]})
+    rows = leaderboard_rows(viewer=request.user, current_only=versions == "current")
     return Response(
         [
             {

@@ -57,3 +57,23 @@ def test_a_nul_byte_in_a_page_is_a_400_page(client, db, url):
     response = client.get(url)
     assert response.status_code == 400
     assert "<h1>Bad request</h1>" in response.content.decode() and "NUL byte" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("url", "param", "expected"),
+    [
+        ("/api/v1/leaderboard/?versions=AAA", "versions", "expected 'current' or 'all', got 'AAA'"),
+        ("/api/v1/runs/?status=bogus", "status", "expected one of queued, preparing"),
+        ("/api/v1/runs/?status=", "status", "expected one of queued, preparing"),
+    ],
+)
+def test_a_value_outside_a_parameters_choices_is_a_400_naming_them(client, db, url, param, expected):
+    response = client.get(url)
+    assert response.status_code == 400
+    assert expected in response.json()[param][0]
+
+
+def test_an_api_url_that_matches_nothing_is_a_json_404(client, db):
+    response = client.get("/api/v1/runs/1.5/")
+    assert response.status_code == 404 and response.json() == {"detail": "Not found."}
+    assert "<h1>Not found</h1>" in client.get("/nowhere/").content.decode()  # pages keep the site's 404 page
