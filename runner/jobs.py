@@ -29,12 +29,11 @@ class QueueUnreachable(Exception):
 
     def __init__(self, *, reason: str, sent: list[int], unsent: list[int]) -> None:
         self.reason, self.sent, self.unsent = reason, sent, unsent
-        what = f"runs {', '.join(map(str, unsent))} stay" if len(unsent) > 1 else f"run {unsent[0]} stays"
-        super().__init__(
-            f"the job queue is unreachable ({reason}); {what} queued and will be sent when the queue is back"
-            if unsent
-            else f"the job queue is unreachable ({reason})"
-        )
+        message = f"the job queue is unreachable ({reason})"
+        if unsent:
+            what = f"runs {', '.join(map(str, unsent))} stay" if len(unsent) > 1 else f"run {unsent[0]} stays"
+            message += f"; {what} queued and will be sent when the queue is back"
+        super().__init__(message)
 
 
 def run_enqueue(run: Run) -> None:
@@ -64,5 +63,13 @@ def runs_send(jobs: list[tuple[int, int]]) -> None:
 
 
 def step_score_enqueue(step_id: int) -> None:
-    """Score the workspace after one step, once the transaction that asked for it commits."""
-    transaction.on_commit(signature(SCORE_STEP, args=[step_id]).apply_async)
+    """Score the workspace after one step, once the transaction that asked for it commits (``QueueUnreachable``
+    from the commit if the job queue cannot be reached: nothing records the job, it can be asked for again)."""
+    transaction.on_commit(partial(step_score_send, step_id))
+
+
+def step_score_send(step_id: int) -> None:
+    try:
+        signature(SCORE_STEP, args=[step_id]).apply_async()
+    except kombu.exceptions.OperationalError as exc:
+        raise QueueUnreachable(reason=str(exc), sent=[], unsent=[]) from exc

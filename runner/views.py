@@ -121,7 +121,11 @@ def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     if run.is_live:
         messages.error(request, "The run is still going: score its steps once it has ended.")
     else:
-        jobs = run_steps_score_queue(run=run)
+        try:
+            jobs = run_steps_score_queue(run=run)
+        except QueueUnreachable as exc:
+            messages.error(request, f"Could not queue the evaluations: {exc}. Ask again when it is back.")
+            return redirect("runner:run_detail", pk=pk)
         messages.success(
             request,
             f"Queued {jobs} evaluation job(s), one per distinct workspace; the score chart fills in as they finish."
