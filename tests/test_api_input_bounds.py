@@ -74,6 +74,6 @@ def test_a_value_outside_a_parameters_choices_is_a_400_naming_them(client, db, u
 
 
 def test_an_api_url_that_matches_nothing_is_a_json_404(client, db):
-    response = client.get("/api/v1/runs/1.5/")
+    response = client.get("/api/v1/nothing/here/")
     assert response.status_code == 404 and response.json() == {"detail": "Not found."}
     assert "<h1>Not found</h1>" in client.get("/nowhere/").content.decode()  # pages keep the site's 404 page
