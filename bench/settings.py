@@ -93,6 +93,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "bench.middleware.RejectNulBytesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -166,9 +167,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "bench.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlab-bench API",
@@ -249,7 +250,11 @@ BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
 # A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
 BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
 BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
+# The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
+BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
+# A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
+BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
 CELERY_BEAT_SCHEDULE = {
     "reap-runs": {"task": "runner.reap_runs", "schedule": BENCH_REAPER_EVERY_S},
 }

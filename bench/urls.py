@@ -23,3 +23,5 @@ urlpatterns = [
     path("", include("leaderboard.urls")),
     path("", include("runner.urls")),
 ]
+
+handler404 = "bench.errors.page_not_found"

@@ -4,6 +4,8 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bench.schema import errors
+
 from .selectors import leaderboard_row_export, leaderboard_rows
 
 ROWS = inline_serializer(
@@ -39,16 +41,20 @@ ROWS = inline_serializer(
         OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count"),
         OpenApiParameter("infra", str, enum=["include"], description="count infrastructure failures as failed runs"),
     ],
-    responses={200: ROWS},
+    responses={200: ROWS, **errors()},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request) -> Response:
     """One row per agent version and model: success rate with its 95% interval, mean improvement with its 95%
     interval, cost, tokens, time, over the runs the leaderboard counts (the page states the rule). A private
     agent's runs count only for its owner and staff."""
+    versions = request.query_params.get("versions", "current")
+    if versions not in ("current", "all"):
+        raise serializers.ValidationError({"versions": [f"expected 'current' or 'all', got {versions[:40]!r}"]})
+    infra = request.query_params.get("infra", "")
+    if infra not in ("", "include"):
+        raise serializers.ValidationError({"infra": [f"expected 'include' or nothing, got {infra[:40]!r}"]})
     rows = leaderboard_rows(
-        viewer=request.user,
-        current_only=request.query_params.get("versions") != "all",
-        include_infrastructure=request.query_params.get("infra") == "include",
+        viewer=request.user, current_only=versions == "current", include_infrastructure=infra == "include"
     )
     return Response([leaderboard_row_export(r) for r in rows])

@@ -1,12 +1,14 @@
 from decimal import Decimal
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from bench.schema import errors
 from task_bank.models import Task
 
+from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import runs_list
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
@@ -40,13 +42,19 @@ class StepSerializer(serializers.ModelSerializer):
 
 class RunRequestSerializer(serializers.Serializer):
     agent = serializers.CharField(help_text="agent name (latest version) or name@version")
-    tasks = serializers.ListField(child=serializers.SlugField(), min_length=1)
-    repeats = serializers.IntegerField(min_value=1, max_value=100, default=1)
+    tasks = serializers.ListField(
+        child=serializers.SlugField(), min_length=1, help_text="task slugs; a slug named twice counts once"
+    )
+    repeats = serializers.IntegerField(
+        min_value=1, default=1, help_text="runs per task; tasks x repeats is capped by BENCH_MAX_RUNS_PER_REQUEST"
+    )
     model = serializers.CharField(required=False, allow_blank=True, default="")
-    max_steps = serializers.IntegerField(required=False, min_value=1)
-    max_time_s = serializers.IntegerField(required=False, min_value=1)
-    max_tokens = serializers.IntegerField(required=False, min_value=1)
-    max_cost = serializers.DecimalField(required=False, max_digits=12, decimal_places=6, min_value=Decimal(0))
+    max_steps = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_steps"])
+    max_time_s = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_time_s"])
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_tokens"])
+    max_cost = serializers.DecimalField(
+        required=False, max_digits=12, decimal_places=6, min_value=Decimal(0), max_value=RunLimits.MOST["max_cost"]
+    )
 
     def validate_agent(self, value: str) -> Agent:
         try:
@@ -64,10 +72,23 @@ class RunRequestSerializer(serializers.Serializer):
 
 
 class IsStaffOrReadOnly(permissions.BasePermission):
+    reads_are_open = True  # the schema says so (bench.schema)
+
     def has_permission(self, request, view) -> bool:
         return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)
 
 
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=Run.Status.values, description="only runs in this status"),
+            OpenApiParameter("task", str, description="only runs of the task with this slug"),
+            OpenApiParameter("agent", str, description="only runs of the agent with this name"),
+        ],
+        responses={200: RunSerializer(many=True), **errors()},
+    ),
+    retrieve=extend_schema(responses={200: RunSerializer, **errors(404)}),
+)
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     """Runs, newest first; filter with ?status=, ?task=, ?agent=. Staff can start and cancel runs. A private
     agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
@@ -77,11 +98,12 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         params = self.request.query_params
-        return runs_list(
-            viewer=self.request.user, status=params.get("status"), task=params.get("task"), agent=params.get("agent")
-        )
+        status_ = params.get("status")
+        if self.action == "list" and "status" in params and status_ not in Run.Status.values:
+            raise serializers.ValidationError({"status": [f"expected one of {', '.join(Run.Status.values)}"]})
+        return runs_list(viewer=self.request.user, status=status_, task=params.get("task"), agent=params.get("agent"))
 
-    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True)})
+    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 503)})
     def create(self, request):
         """Queue runs of an agent on tasks (one per task x repeat), as `bench_run` does."""
         request_data = RunRequestSerializer(data=request.data)
@@ -98,9 +120,14 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
             )
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except QueueUnreachable as exc:  # the runs are written and stay queued: sending the request again would
+            return Response(  # make them twice
+                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses={200: RunSerializer})
+    @extend_schema(request=None, responses={200: RunSerializer, **errors(403, 404, 409)})
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """Ask the run to stop: a queued run is cancelled at once, a live one within seconds."""
@@ -110,7 +137,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
 
-    @extend_schema(responses={200: StepSerializer(many=True)})
+    @extend_schema(responses={200: StepSerializer(many=True), **errors(404)})
     @action(detail=True, methods=["get"])
     def steps(self, request, pk=None):
         """Every step of the run, in order."""

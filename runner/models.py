@@ -63,13 +63,17 @@ class RunLimits:
     max_cost: Decimal | None = None
 
     NAMES = ("max_steps", "max_time_s", "max_tokens", "max_cost")
+    # The largest each can be: what its column holds.
+    MOST = {"max_steps": 2**31 - 1, "max_time_s": 2**31 - 1, "max_tokens": 2**63 - 1, "max_cost": Decimal("999999")}
 
     def check(self) -> None:
         """ValueError naming the first limit out of range."""
         for name in self.NAMES:
-            value, least = getattr(self, name), 0 if name == "max_cost" else 1
+            value, least, most = getattr(self, name), 0 if name == "max_cost" else 1, self.MOST[name]
             if value is not None and value < least:
                 raise ValueError(f"{name} must be at least {least} (or left out), got {value}")
+            if value is not None and value > most:
+                raise ValueError(f"{name} must be at most {most} (or left out), got {value}")
 
     def for_version(self, version: TaskVersion) -> RunLimits:
         return RunLimits(
@@ -162,6 +166,12 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the queued run was last handed over for execution: sent to the job queue, or kept by the "
+        "process that created it (bench_run --inline). Empty while it waits to be sent (the reaper sends it again).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

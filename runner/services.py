@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from task_bank.models import Task, TaskVersion
 
-from .jobs import run_enqueue, step_score_enqueue
+from .jobs import run_enqueue, runs_enqueue, step_score_enqueue
 from .models import Agent, Batch, ModelEndpoint, Run, RunLimits, Step
 
 NO_LIMITS = RunLimits()
@@ -51,8 +51,22 @@ def run_create(
     limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
 ) -> Run:
-    """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False). Limits left
-    out are the task's own (steps, time) or none (tokens, cost)."""
+    """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False: then the caller
+    executes it). Limits left out are the task's own (steps, time) or none (tokens, cost)."""
+    version = runnable_version(task=task, version=version, purpose=purpose)
+    model = run_settings_check(agent=agent, model=model, limits=limits)
+    run = Run.objects.create(
+        batch=batch,
+        sent_at=None if enqueue else timezone.now(),
+        **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits),
+    )
+    if enqueue:
+        run_enqueue(run)
+    return run
+
+
+def runnable_version(*, task: Task, version: TaskVersion | None, purpose: str) -> TaskVersion:
+    """The task version a new run would use (``version`` or the task's current one), if it may take runs."""
     version = version or task.current_version
     if version is None:
         raise RunRequestError(f"task {task.slug} has no files yet; import a task package first")
@@ -62,25 +76,31 @@ def run_create(
         raise RunRequestError(
             f"task {task.slug} v{version.number} failed validation and cannot run:\n{version.validation_log}"
         )
+    return version
+
+
+def run_settings_check(*, agent: Agent, model: str, limits: RunLimits) -> str:
+    """Check the limits and the model of new runs of ``agent``; the model they use (the agent's default when
+    none is given)."""
     try:
         limits.check()
     except ValueError as exc:
         raise RunRequestError(str(exc)) from None
     model = model or agent.default_model
     model_check(agent=agent, model=model)
-    run = Run.objects.create(
-        task=task,
-        task_version=version,
-        agent=agent,
-        batch=batch,
-        model=model,
-        purpose=purpose,
-        sandbox=settings.BENCH_SANDBOX,
+    return model
+
+
+def run_fields(*, task: Task, version: TaskVersion, agent: Agent, model: str, purpose: str, limits: RunLimits) -> dict:
+    return {
+        "task": task,
+        "task_version": version,
+        "agent": agent,
+        "model": model,
+        "purpose": purpose,
+        "sandbox": settings.BENCH_SANDBOX,
         **limits.for_version(version).as_fields(),
-    )
-    if enqueue:
-        run_enqueue(run)
-    return run
+    }
 
 
 @transaction.atomic
@@ -95,21 +115,30 @@ def batch_create(
     note: str = "",
     created_by: AbstractBaseUser | None = None,
 ) -> tuple[Batch, list[Run]]:
+    """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
+    written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them."""
+    tasks = list(dict.fromkeys(tasks))
     if repeats < 1:
         raise RunRequestError("repeats must be at least 1")
-    batch = Batch.objects.create(agent=agent, model=model, repeats=repeats, note=note, created_by=created_by)
-    runs = [
-        run_create(
-            task=task,
-            agent=agent,
-            model=model,
-            batch=batch,
-            limits=limits,
-            enqueue=enqueue,
+    if not tasks:
+        raise RunRequestError("name at least one task")
+    most = settings.BENCH_MAX_RUNS_PER_REQUEST
+    if len(tasks) * repeats > most:
+        raise RunRequestError(
+            f"{len(tasks)} task(s) x {repeats} repeat(s) would make {len(tasks) * repeats} runs; at most {most} "
+            f"runs per request (BENCH_MAX_RUNS_PER_REQUEST)"
         )
-        for task in tasks
-        for _ in range(repeats)
+    versions = [runnable_version(task=task, version=None, purpose=Run.Purpose.BENCHMARK) for task in tasks]
+    model = run_settings_check(agent=agent, model=model, limits=limits)
+    batch = Batch.objects.create(agent=agent, model=model, repeats=repeats, note=note, created_by=created_by)
+    fields = [
+        run_fields(task=task, version=version, agent=agent, model=model, purpose=Run.Purpose.BENCHMARK, limits=limits)
+        for task, version in zip(tasks, versions, strict=True)
     ]
+    sent_at = None if enqueue else timezone.now()  # not enqueued: the caller executes them itself
+    runs = Run.objects.bulk_create(Run(batch=batch, sent_at=sent_at, **f) for f in fields for _ in range(repeats))
+    if enqueue:
+        runs_enqueue(runs)
     return batch, runs
 
 

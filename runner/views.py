@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST
 
 from .actions import catalogue_for_agent
 from .charts import score_over_steps_figure
+from .jobs import QueueUnreachable
 from .models import Run, Step
 from .selectors import RANKINGS, run_detail, run_steps, run_trace_json, runs_list
 from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
@@ -120,6 +121,9 @@ def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
     except RunRequestError as exc:
         messages.error(request, str(exc))
         return redirect("runner:run_detail", pk=pk)
+    except QueueUnreachable as exc:
+        messages.warning(request, f"Queued, but not sent to a worker: {exc}.")
+        return redirect("runner:run_detail", pk=exc.unsent[0])
     messages.success(request, f"Queued run {again.pk}: the same agent, model, task version and limits.")
     return redirect("runner:run_detail", pk=again.pk)
 
@@ -131,7 +135,11 @@ def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     if run.is_live:
         messages.error(request, "The run is still going: score its steps once it has ended.")
     else:
-        jobs = run_steps_score_queue(run=run)
+        try:
+            jobs = run_steps_score_queue(run=run)
+        except QueueUnreachable as exc:
+            messages.error(request, f"Could not queue the evaluations: {exc}. Ask again when it is back.")
+            return redirect("runner:run_detail", pk=pk)
         messages.success(
             request,
             f"Queued {jobs} evaluation job(s), one per distinct workspace; the score chart fills in as they finish."
@@ -150,5 +158,8 @@ def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     except RunRequestError as exc:
         messages.error(request, str(exc))
         return redirect("runner:run_detail", pk=pk)
+    except QueueUnreachable as exc:
+        messages.warning(request, f"Queued, but not sent to a worker: {exc}.")
+        return redirect("runner:run_detail", pk=exc.unsent[0])
     messages.success(request, f"Queued run {fork.pk}, starting from the workspace after step {index} of run {pk}.")
     return redirect("runner:run_detail", pk=fork.pk)

@@ -1,4 +1,7 @@
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
+
+from bench.schema import errors
 
 from .models import Task, TaskVersion
 
@@ -23,6 +26,10 @@ class TaskSerializer(serializers.ModelSerializer):
         fields = ["slug", "title", "category", "source", "is_enabled", "status", "research_problem", "current_version"]
 
 
+@extend_schema_view(
+    list=extend_schema(responses={200: TaskSerializer(many=True), **errors()}),
+    retrieve=extend_schema(responses={200: TaskSerializer, **errors(404)}),
+)
 class TaskViewSet(viewsets.ReadOnlyModelViewSet):
     """The task bank: every enabled task with its current version (what new runs use)."""
 

@@ -18,6 +18,17 @@ def celery_test_queue():
     yield TEST_QUEUE
 
 
+@pytest.fixture
+def broker_down():
+    """Point this process's Celery app at a broker that cannot be reached (a closed port on 127.0.0.1)."""
+    from .brokers import closed_port_url, use_broker
+
+    old, url = celery_app.conf.broker_url, closed_port_url()
+    use_broker(url)
+    yield url
+    use_broker(old)
+
+
 @pytest.fixture(scope="session")
 def bench_var(tmp_path_factory) -> Path:
     """One data folder per test session: prepared tasks and blobs are shared between tests."""

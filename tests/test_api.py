@@ -56,3 +56,44 @@ def test_the_openapi_schema_and_docs_are_served_offline(client, db):
     docs = client.get("/api/v1/docs/").content.decode()
     assert "swagger-ui" in docs
     assert not re.search(r"""(src|href)=["']https?://""", docs)  # every asset is served by the site itself
+
+
+def test_a_request_for_more_runs_than_the_cap_is_refused_whole_and_duplicates_count_once(
+    tiny_task, staff_token, baseline_agent, settings
+):
+    settings.BENCH_MAX_RUNS_PER_REQUEST = 5
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {staff_token}")
+
+    created = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"] * 20, "repeats": 5}, format="json")
+    assert created.status_code == 201 and [r["task"] for r in created.json()] == ["tiny"] * 5
+    assert Run.objects.count() == 5
+
+    refused = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"], "repeats": 6}, format="json")
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "detail": "1 task(s) x 6 repeat(s) would make 6 runs; at most 5 runs per request (BENCH_MAX_RUNS_PER_REQUEST)"
+    }
+    huge = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"], "repeats": 10**30}, format="json")
+    assert huge.status_code == 400 and "at most 5 runs per request" in huge.json()["detail"]
+    assert Run.objects.count() == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_queue_unreachable_the_api_answers_503_and_the_runs_stay_queued_to_be_sent_again(
+    tiny_task, staff_token, baseline_agent, broker_down
+):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {staff_token}")
+
+    response = api.post("/api/v1/runs/", {"agent": "baseline", "tasks": ["tiny"], "repeats": 2}, format="json")
+
+    assert response.status_code == 503 and response["Content-Type"] == "application/json"
+    runs = list(Run.objects.order_by("pk"))
+    assert response.json()["runs"] == [run.pk for run in runs]
+    assert response.json()["detail"] == (
+        f"the job queue is unreachable (Error 111 connecting to {broker_down[len('redis://') : -len('/0')]}. "
+        f"Connection refused.); runs {runs[0].pk}, {runs[1].pk} stay queued and will be sent when the queue is back; "
+        "do not send the request again"
+    )
+    assert [(run.status, run.sent_at) for run in runs] == [("queued", None), ("queued", None)]

@@ -8,6 +8,7 @@ to mean something. Benchmark runs of a version nobody has validated wait for it 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import statistics
@@ -20,10 +21,13 @@ from task_bank.models import TaskVersion
 
 from ..actions import EXECUTE_SCRIPT
 from ..agents import agents_builtin_ensure
+from ..jobs import QueueUnreachable
 from ..models import Batch, Run, Step, error_summary
 from ..services import run_create
 from ..snapshots import BlobStore, manifest_diff
 from ..text import db_text
+
+log = logging.getLogger(__name__)
 
 #: eval.py fallbacks (MLAgentBench's vectorization returns 1e10 when the submission failed) are not scores.
 FALLBACK_MAGNITUDE = 1e9
@@ -33,27 +37,33 @@ NOISE_FACTOR = 3
 
 def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True, repeats: int | None = None) -> list[Run]:
     """Queue a validation round (``repeats`` baseline runs, by default the version's) unless the version is
-    already validating or ready; [] then. Whoever executes a run of the round first has it."""
+    already validating or ready; [] then. Whoever executes a run of the round first has it. If the job queue
+    cannot be reached, the round is still returned: its runs stay queued, and the reaper sends them later."""
     repeats = repeats or version.validation_repeats
-    with transaction.atomic():
-        claimed = TaskVersion.objects.filter(
-            pk=version.pk, status__in=[TaskVersion.Status.PENDING, TaskVersion.Status.FAILED]
-        ).update(status=TaskVersion.Status.VALIDATING, validation_log="", baseline_scores=[], baseline_spread=None)
-        if not claimed:
-            return []
-        baseline = next(a for a in agents_builtin_ensure() if a.name == "baseline")
-        batch = Batch.objects.create(agent=baseline, repeats=repeats, note=f"validation of {version}"[:200])
-        return [
-            run_create(
-                task=version.task,
-                agent=baseline,
-                batch=batch,
-                purpose=Run.Purpose.VALIDATION,
-                version=version,
-                enqueue=enqueue,
-            )
-            for _ in range(repeats)
-        ]
+    runs: list[Run] = []
+    try:
+        with transaction.atomic():
+            claimed = TaskVersion.objects.filter(
+                pk=version.pk, status__in=[TaskVersion.Status.PENDING, TaskVersion.Status.FAILED]
+            ).update(status=TaskVersion.Status.VALIDATING, validation_log="", baseline_scores=[], baseline_spread=None)
+            if not claimed:
+                return []
+            baseline = next(a for a in agents_builtin_ensure() if a.name == "baseline")
+            batch = Batch.objects.create(agent=baseline, repeats=repeats, note=f"validation of {version}"[:200])
+            runs = [
+                run_create(
+                    task=version.task,
+                    agent=baseline,
+                    batch=batch,
+                    purpose=Run.Purpose.VALIDATION,
+                    version=version,
+                    enqueue=enqueue,
+                )
+                for _ in range(repeats)
+            ]
+    except QueueUnreachable as exc:  # written and committed, not sent (Run.sent_at says so)
+        log.warning("validation of %s: %s", version, exc)
+    return runs
 
 
 def fail_validation_if_needed(run: Run) -> None:

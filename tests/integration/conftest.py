@@ -6,10 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-import kombu.pools
 import pytest
 
 from bench.celery import app as celery_app
+
+from ..brokers import use_broker as _use_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("CELERY_BROKER_URL", "")
@@ -51,16 +52,6 @@ def stop_worker(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-
-
-def _use_broker(url: str) -> None:
-    """Switch this process's Celery app to another broker: forget every pooled connection and producer."""
-    celery_app.conf.broker_url = url
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-    kombu.pools.reset()
 
 
 @pytest.fixture

@@ -6,17 +6,22 @@ import time
 from datetime import timedelta
 
 import pytest
+import redis
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from bench.celery import app as celery_app
 from runner.execution import run_execute
 from runner.execution.reaper import runs_reap
 from runner.execution.validation import task_version_validate_queue
+from runner.jobs import QueueUnreachable
 from runner.models import Run, RunLimits, Step
-from runner.services import run_cancel, run_create, run_fork
+from runner.services import batch_create, run_cancel, run_create, run_fork
 
+from ..brokers import use_broker
 from ..factories import AgentFactory, RunFactory, validate_now
+from ..integration.conftest import REDIS_URL
 
 FINAL = {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}}
 
@@ -131,7 +136,7 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
 
     result = runs_reap(stale_after_s=60)
 
-    assert result == {"requeued": [dead.pk], "failed": [dead_twice.pk]}
+    assert result == {"requeued": [dead.pk], "failed": [dead_twice.pk], "resent": []}
     assert Run.objects.get(pk=dead.pk).status == "queued"
     failed = Run.objects.get(pk=dead_twice.pk)
     assert failed.status == "failed" and failed.failure_kind == "infrastructure"
@@ -232,3 +237,25 @@ def test_a_script_over_the_cpu_time_limit_is_stopped_with_a_message_and_the_run_
     step = Step.objects.get(run=run, action="Execute Script")
     assert "CPU time limit of 1 s" in step.observation
     assert step.detail["cpu_seconds"] >= 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, baseline_agent, broker_down):
+    with pytest.raises(QueueUnreachable):
+        batch_create(agent=baseline_agent, tasks=[tiny_task.task], repeats=2)
+    old = timezone.now() - timedelta(minutes=10)
+    dead = RunFactory(task_version=tiny_task, status="running", attempt=1, heartbeat_at=old, sent_at=old)
+    unsent = list(Run.objects.order_by("pk").values_list("pk", flat=True))
+
+    # still down: the dead worker's run is queued again but not sent; nothing is lost
+    assert runs_reap(stale_after_s=60, resend_after_s=0) == {"requeued": [dead.pk], "failed": [], "resent": []}
+    assert list(Run.objects.order_by("pk").values_list("status", "sent_at")) == [("queued", None)] * 3
+    assert runs_reap()["resent"] == []  # up or not, a run queued just now is not sent again yet
+
+    use_broker(REDIS_URL)  # the queue is back
+    queue = redis.Redis.from_url(REDIS_URL)
+    before = queue.llen(celery_app.conf.task_default_queue)
+    assert runs_reap(resend_after_s=0)["resent"] == unsent
+    assert queue.llen(celery_app.conf.task_default_queue) == before + 3
+    assert all(run.sent_at is not None for run in Run.objects.all())
+    assert runs_reap(resend_after_s=0)["resent"] == []  # sent once is enough: a worker claims it from the queue

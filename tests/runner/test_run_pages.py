@@ -173,3 +173,21 @@ def test_a_long_run_has_an_index_to_jump_to_each_step(client, tiny_task):
     assert [f'href="#step-{i}"' in index_nav for i in range(5)] == [True] * 5
     assert 'class="err" title="List Files (error)">3</a>' in index_nav
     assert all(f'id="step-{i}"' in html for i in range(5))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_queue_unreachable_run_again_and_score_steps_say_so_instead_of_failing(
+    admin_client, tiny_task, broker_down
+):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED)
+    StepFactory(run=run, index=0, snapshot="a" * 64)
+
+    response = admin_client.post(reverse("runner:run_again", args=[run.pk]), follow=True)
+    again = Run.objects.exclude(pk=run.pk).get()
+    assert response.redirect_chain[-1][0] == reverse("runner:run_detail", args=[again.pk])
+    assert f"run {again.pk} stays queued and will be sent when the queue is back" in response.content.decode()
+    assert again.status == "queued" and again.sent_at is None
+
+    response = admin_client.post(reverse("runner:run_score_steps", args=[run.pk]), follow=True)
+    assert response.status_code == 200
+    assert "Could not queue the evaluations: the job queue is unreachable" in response.content.decode()

@@ -154,3 +154,15 @@ def test_a_task_that_failed_validation_says_so_in_the_api_and_takes_no_runs(tmp_
     )
     assert response.status_code == 400 and "failed validation and cannot run" in response.json()["detail"]
     assert not Run.objects.filter(task_version=version, purpose="benchmark").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_queue_unreachable_a_validation_round_is_still_queued_for_whoever_runs_it(tiny_task, broker_down):
+    runs = task_version_validate_queue(version=tiny_task, enqueue=True)
+
+    assert len(runs) == 3
+    assert list(Run.objects.order_by("pk").values_list("pk", "status", "sent_at")) == [
+        (run.pk, "queued", None) for run in runs
+    ]
+    tiny_task.refresh_from_db()
+    assert tiny_task.status == "validating"

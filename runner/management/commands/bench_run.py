@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents import agents_builtin_ensure
 from runner.execution import run_execute
+from runner.jobs import QueueUnreachable
 from runner.models import Agent, Run, RunLimits
 from runner.services import RunRequestError, agent_resolve, batch_create
 from task_bank.models import Task
@@ -92,6 +93,8 @@ class Command(BaseCommand):
                 enqueue=not opts["inline"],
             )
         except RunRequestError as exc:
+            raise CommandError(str(exc)) from exc
+        except QueueUnreachable as exc:
             raise CommandError(str(exc)) from exc
         for run in runs:
             self.emit(run_line(run))
