@@ -51,9 +51,11 @@ def leaderboard_api(request: Request) -> Response:
     versions = request.query_params.get("versions", "current")
     if versions not in ("current", "all"):
         raise serializers.ValidationError({"versions": [f"expected 'current' or 'all', got {versions[:40]!r}"]})
-    infra = request.query_params.get("infra", "")
-    if infra not in ("", "include"):
-        raise serializers.ValidationError({"infra": [f"expected 'include' or nothing, got {infra[:40]!r}"]})
+    infra = request.query_params.get("infra")
+    if infra not in (None, "include"):
+        raise serializers.ValidationError(
+            {"infra": [f"expected 'include' (or no infra parameter), got {infra[:40]!r}"]}
+        )
     rows = leaderboard_rows(
         viewer=request.user, current_only=versions == "current", include_infrastructure=infra == "include"
     )
