@@ -192,8 +192,9 @@ class RunSession:
             remove_tree(self.workspace)
 
     def evaluate(self, prepared: PreparedTask, manifest: Manifest) -> EvalResult:
-        """The final workspace's score; a timed task's measured paired with its baseline, here and now."""
-        if not self.version.timed:
+        """The final workspace's score; a timed task's measured paired with its baseline, here and now (a validation
+        run measures the baseline itself)."""
+        if not self.version.timed or self.run.purpose == Run.Purpose.VALIDATION:
             return evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick)
         rerun = Rerun(
             script=self.version.script_name,

@@ -60,8 +60,10 @@ def run_script(version, script: list[dict]) -> Run:
     return run_execute(run.pk)
 
 
-def test_validation_records_what_the_starter_script_writes(timed_task):
+def test_validation_records_what_the_starter_script_writes_and_scores_each_run_once(timed_task):
     assert timed_task.script_outputs == ["submission.csv"]
+    validations = Run.objects.filter(task_version=timed_task, purpose="validation")
+    assert [r.eval_measurements for r in validations] == [{}, {}, {}]  # not paired: it is the baseline
 
 
 def test_an_unchanged_script_is_measured_paired_and_does_not_succeed(timed_task):
