@@ -1,5 +1,3 @@
-import time
-
 import pytest
 
 from runner.execution import run_execute
@@ -96,9 +94,7 @@ def test_an_agent_that_never_reads_its_answers_cannot_hang_the_worker(tiny_task)
     read = {"type": "act", "action": "Read File", "input": {"file_name": "train.py"}}
     agent = AgentFactory(config={"script": [{"flood": 3000, "message": read}]})
     run = run_create(task=tiny_task.task, agent=agent, enqueue=False, limits=RunLimits(max_time_s=8))
-    started = time.monotonic()
-    run = run_execute(run.pk)
-    assert time.monotonic() - started < 60
+    run = run_execute(run.pk)  # returns at all: a hang would be pytest's timeout
     assert run.status in ("timed_out", "failed"), run.error
 
 

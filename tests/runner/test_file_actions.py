@@ -1,7 +1,6 @@
 """The file actions: what they do, and what they refuse (with the message the agent sees)."""
 
 import os
-import time
 
 from runner.sandboxes import sandbox_config
 
@@ -174,10 +173,8 @@ def test_copy_file_onto_a_folder_holding_a_read_only_file_is_refused(make_env):
 def test_write_file_onto_a_fifo_is_refused_at_once(make_env):
     env = make_env()
     run_script(env, "import os\nos.mkfifo('pipe')")
-    started = time.monotonic()
-    outcome = env.execute("Write File", {"file_name": "pipe", "content": "x"})
+    outcome = env.execute("Write File", {"file_name": "pipe", "content": "x"})  # a hang is pytest's timeout
     copied = env.execute("Copy File", {"source": "pipe", "destination": "copy"})
-    assert time.monotonic() - started < 5
     assert outcome.error and "special file" in outcome.observation
     assert copied.error
 
