@@ -217,7 +217,7 @@ class ResearchAgent:
         self.actions = {a["name"]: a for a in env.start.actions}
         self.initial_prompt = initial_prompt(env, prompt_tools(env.start.actions, self.config))
         self.history: list[dict] = []
-        for step in env.start.history:  # a resumed or forked run
+        for step in env.take_history():  # a resumed or forked run
             entries = dict(step.get("entries") or {})
             if not entries and step["action"] in ("Retrieval from Research Log", "Append Summary to Research Log"):
                 continue  # the agent's own research-log bookkeeping, not a step of its

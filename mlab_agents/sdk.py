@@ -2,7 +2,8 @@
 
 The protocol is JSON lines on stdin/stdout. The environment's first line is ``{"type": "start", ...}`` with
 the task, the action catalogue, the limits, the agent's configuration and any earlier steps (a resumed or
-forked run). The agent then writes requests, one per line, and reads one answer per request:
+forked run; a resumed run's start also says ``resume``: its attempt and why). The agent then writes requests,
+one per line, and reads one answer per request:
 
     -> {"type": "act", "action": "List Files", "input": {"dir_path": "."}, "entries": {"Thought": "..."}}
     <- {"type": "observation", "step": 0, "observation": "...", "done": false}
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 PROTOCOL_VERSION = 1
+INVALID_MESSAGE = "Invalid Message"
 
 
 class RunEnded(Exception):
@@ -53,6 +55,7 @@ class Start:
     config: dict
     history: list[dict] = field(default_factory=list)
     run: dict = field(default_factory=dict)
+    resume: dict | None = None
 
     @property
     def research_problem(self) -> str:
@@ -81,9 +84,31 @@ class Env:
             config=message.get("config", {}),
             history=message.get("history", []),
             run=message.get("run", {}),
+            resume=message.get("resume"),
         )
-        self.steps_taken = len(self.start.history)
+        # Earlier steps (a resumed or forked run) are replayed: while the agent asks for the actions it took
+        # before, in order, it gets their recorded observations without acting again. An agent that reads its
+        # history itself calls take_history() first.
+        self._replay = [step for step in self.start.history if step.get("action") != INVALID_MESSAGE]
+        self.steps_taken = len(self.start.history) - len(self._replay)
         self.ended = False
+
+    def take_history(self) -> list[dict]:
+        """The run's earlier steps, for an agent that continues from them itself (no replay)."""
+        self._replay = []
+        self.steps_taken = len(self.start.history)
+        return self.start.history
+
+    def _replayed(self, action: str, action_input: dict) -> Observation | None:
+        if not self._replay:
+            return None
+        step = self._replay[0]
+        if step.get("action") == action and _canonical(step.get("input", {})) == _canonical(action_input):
+            self._replay.pop(0)
+            self.steps_taken += 1
+            return Observation(step.get("observation", ""), step=step.get("step", -1), error=bool(step.get("error")))
+        self.take_history()  # the agent went another way: from here on, every action is taken
+        return None
 
     def _read(self) -> dict:
         line = self._reader.readline()
@@ -104,6 +129,8 @@ class Env:
 
     def act(self, action: str, action_input: dict | None = None, **entries: Any) -> Observation:
         """Take one action. Keyword arguments are the agent's entries for this step (Thought=..., ...)."""
+        if (replayed := self._replayed(action, action_input or {})) is not None:
+            return replayed
         answer = self._request(
             {"type": "act", "action": action, "input": action_input or {}, "entries": _entries(entries)}
         )
@@ -128,6 +155,10 @@ class Env:
         if answer.get("type") != "completion":
             raise LLMError(answer.get("message", "the completion failed"))
         return answer.get("text", "")
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _entries(entries: dict[str, Any]) -> dict[str, str]:

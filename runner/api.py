@@ -10,7 +10,7 @@ from task_bank.models import Task
 
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
-from .selectors import runs_list
+from .selectors import queue_position, runs_list
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
 
 
@@ -19,6 +19,7 @@ class RunSerializer(serializers.ModelSerializer):
     task_version = serializers.IntegerField(source="task_version.number")
     agent = serializers.CharField(source="agent.name")
     agent_version = serializers.CharField(source="agent.version")
+    queue_position = serializers.SerializerMethodField(help_text="A queued run's place in the queue (1 starts next).")
 
     class Meta:
         model = Run
@@ -27,8 +28,13 @@ class RunSerializer(serializers.ModelSerializer):
             "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps", "max_time_s",
             "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
             "peak_memory_mb", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at", "started_at",
-            "finished_at",
+            "finished_at", "queue_position",
         ]  # fmt: skip
+
+    def get_queue_position(self, run: Run) -> int | None:
+        if hasattr(run, "queue_position"):
+            return run.queue_position
+        return queue_position(run) if run.status == Run.Status.QUEUED else None
 
 
 class StepSerializer(serializers.ModelSerializer):

@@ -68,6 +68,10 @@ def result_parse(data: bytes) -> tuple[float | None, str]:
     return (float(score) if score is not None else None), str(error)[:8000]
 
 
+#: Scratch folders of step scores (in the runs folder): the reaper removes those that outlived any evaluation.
+STEP_SCORE_SCRATCH = "score-step-"
+
+
 def evaluate(
     prepared: PreparedTask,
     manifest: Manifest,
@@ -75,10 +79,13 @@ def evaluate(
     sandbox: Sandbox,
     tick: Callable[[], None] | None = None,
     rerun: Rerun | None = None,
+    scratch_in: Path | None = None,
+    scratch_prefix: str = "eval-",
 ) -> EvalResult:
-    """Score a snapshot: restore it to a scratch folder and run get_score on it next to the hidden scripts
-    (after running the starter script afresh, for a timed task's ``rerun``)."""
-    scratch = Path(tempfile.mkdtemp(prefix="eval-", dir=settings.BENCH_RUNS_DIR))
+    """Score a snapshot: restore it to a scratch folder (made in ``scratch_in``, by default the runs folder, named
+    ``scratch_prefix``...) and run get_score on it next to the hidden scripts (after running the starter script
+    afresh, for a timed task's ``rerun``)."""
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix, dir=scratch_in or settings.BENCH_RUNS_DIR))
     read_end = write_end = None
     try:
         env_dir = scratch / "env"
@@ -161,6 +168,8 @@ def evaluate_paired(
     rerun: Rerun,
     rounds: int,
     tick: Callable[[], None] | None = None,
+    scratch_in: Path | None = None,
+    scratch_prefix: str = "eval-",
 ) -> EvalResult:
     """A timed task's score, measured paired: the task's own starting workspace (the baseline) and the final one
     are each run and scored ``rounds`` times on this worker, alternately (baseline-final, then final-baseline, so
@@ -172,7 +181,15 @@ def evaluate_paired(
         order = ("baseline", "final") if i % 2 == 0 else ("final", "baseline")
         for which in order:
             source = prepared.env_manifest if which == "baseline" else manifest
-            result = evaluate(prepared, source, sandbox=sandbox, tick=tick, rerun=rerun)
+            result = evaluate(
+                prepared,
+                source,
+                sandbox=sandbox,
+                tick=tick,
+                rerun=rerun,
+                scratch_in=scratch_in,
+                scratch_prefix=scratch_prefix,
+            )
             if result.score is None:
                 error = f"measuring the {which} workspace failed: {result.error}"
                 return EvalResult(None, error, result.log, 0, measurements=measured)
@@ -211,7 +228,8 @@ def step_score(*, step_id: int) -> float | None:
     step = Step.objects.select_related("run__task_version").get(pk=step_id)
     sandbox = get_sandbox(step.run.sandbox or None)
     prepared = task_version_prepare(step.run.task_version, sandbox=sandbox)
-    result = evaluate(prepared, BlobStore().manifest_load(step.snapshot), sandbox=sandbox)
+    manifest = BlobStore().manifest_load(step.snapshot)
+    result = evaluate(prepared, manifest, sandbox=sandbox, scratch_prefix=f"{STEP_SCORE_SCRATCH}{step_id}-")
     for same in Step.objects.filter(run=step.run, snapshot=step.snapshot):
         same.score = result.score
         same.detail = {**same.detail, "eval_error": error_summary(result.error)} if result.error else same.detail

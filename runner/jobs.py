@@ -1,10 +1,16 @@
 """Sending work to the workers. Jobs are named, not imported: code that queues a run needs nothing of the code
 that executes it (``tasks.py`` imports the engine; the engine's services only name its jobs).
 
-A run is sent after the transaction that wrote it commits, and ``Run.sent_at`` records that it was. When the
-job queue (the broker) cannot be reached, the run stays queued with ``sent_at`` empty, ``QueueUnreachable`` is
-raised to whoever committed, and the reaper sends it again later (``runs_resend``); a worker claims a run with a
-conditional UPDATE, so a run sent twice is still executed once."""
+The database is the queue; the job queue (the broker) only wakes workers. Each queued run sends one
+``execute_run`` message, and a worker that receives one starts the queued run that was queued first (not
+necessarily the one the message names), so runs start in the order they were queued whatever order the broker
+delivers in, and a lost message delays the queue instead of stranding a run: the reaper compares the runs
+waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
+run does nothing.
+
+A run is sent after the transaction that wrote it commits, and ``Run.sent_at`` records when. When the job queue
+cannot be reached, the run stays queued with ``sent_at`` empty and ``QueueUnreachable`` is raised to whoever
+committed."""
 
 from __future__ import annotations
 
@@ -12,8 +18,7 @@ from collections.abc import Iterable
 from functools import partial
 
 import kombu.exceptions
-from celery import signature
-from django.conf import settings
+from celery import current_app, signature
 from django.db import transaction
 from django.utils import timezone
 
@@ -44,22 +49,36 @@ def run_enqueue(run: Run) -> None:
 def runs_enqueue(runs: Iterable[Run]) -> None:
     """Send the runs to workers once the transaction that created them commits (``QueueUnreachable`` from the
     commit if the job queue cannot be reached)."""
-    jobs = [(run.pk, run.max_time_s) for run in runs]
-    transaction.on_commit(partial(runs_send, jobs))
+    transaction.on_commit(partial(runs_send, [run.pk for run in runs]))
 
 
-def runs_send(jobs: list[tuple[int, int]]) -> None:
-    """Send ``(run id, max_time_s)`` jobs now and record when; stop at the first failure (the queue is down)."""
-    margin = settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + 600
+def runs_send(run_ids: list[int]) -> None:
+    """Send one message per run now and record when; stop at the first failure (the queue is down)."""
     sent: list[int] = []
     try:
-        for run_id, max_time_s in jobs:
-            signature(EXECUTE_RUN, args=[run_id], time_limit=max_time_s + margin).apply_async()
+        for run_id in run_ids:
+            signature(EXECUTE_RUN, args=[run_id]).apply_async()
             sent.append(run_id)
     except kombu.exceptions.OperationalError as exc:
-        raise QueueUnreachable(reason=str(exc), sent=sent, unsent=[run_id for run_id, _ in jobs[len(sent) :]]) from exc
+        raise QueueUnreachable(reason=str(exc), sent=sent, unsent=run_ids[len(sent) :]) from exc
     finally:
         Run.objects.filter(pk__in=sent, status=Run.Status.QUEUED).update(sent_at=timezone.now())
+
+
+def messages_waiting() -> int | None:
+    """How many messages wait in the runs' job queue (None when the queue cannot tell or cannot be reached).
+    Messages a worker has taken are not counted: a worker takes one when it can start a run."""
+    queue = current_app.conf.task_default_queue
+    try:
+        with current_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1)
+            channel = connection.default_channel
+            try:
+                return channel.queue_declare(queue=queue, passive=True).message_count
+            except kombu.exceptions.ChannelError:  # no such queue (Redis drops an empty one): nothing waits
+                return 0
+    except Exception:  # a broker that cannot count, or none at all: the caller falls back
+        return None
 
 
 def step_score_enqueue(step_id: int) -> None:

@@ -172,9 +172,22 @@ class Run(models.Model):
         help_text="When the queued run was last handed over for execution: sent to the job queue, or kept by the "
         "process that created it (bench_run --inline). Empty while it waits to be sent (the reaper sends it again).",
     )
+    hand_back_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="The worker holding the run is stopping: hand the run back to the queue."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    paused_seconds = models.FloatField(
+        default=0,
+        help_text="Time the run spent off a worker after it started (a dead or stopping worker, waiting to be "
+        "resumed): not counted against its time limit.",
+    )
+    ending = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="How the conversation with the agent ended, once it has: a new attempt only evaluates.",
+    )
 
     final_score = models.FloatField(null=True, blank=True)
     paired_baseline = models.FloatField(
@@ -205,9 +218,15 @@ class Run(models.Model):
     live_action = models.CharField(max_length=100, blank=True)
     live_output = models.TextField(blank=True)
 
+    #: The order queued runs start in: first queued, first started (a resumed run keeps its place).
+    QUEUE_ORDER = ("created_at", "pk")
+
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["task", "agent", "status"])]
+        indexes = [
+            models.Index(fields=["task", "agent", "status"]),
+            models.Index(fields=["status", "created_at"], name="run_queue_order"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.agent} on {self.task}"
@@ -257,6 +276,7 @@ class Step(models.Model):
     low_level = models.JSONField(default=list, blank=True)
     detail = models.JSONField(default=dict, blank=True)
     inherited = models.BooleanField(default=False, help_text="Copied from the run this one was forked from.")
+    attempt = models.PositiveIntegerField(default=1, help_text="The run's attempt that took this step.")
 
     class Meta:
         ordering = ["run", "index"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import F, Q, QuerySet
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
 
 from .actions import ACTIONS
 from .models import Agent, Run, Step
@@ -45,6 +46,28 @@ RANKINGS = {
 }
 
 
+def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Annotate ``queue_position``: for a queued run, its place in the queue of all queued runs (1 starts next,
+    whoever may see the runs ahead); None for any other run."""
+    ahead = (
+        Run.objects.filter(status=Run.Status.QUEUED)
+        .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk")))
+        .order_by()
+        .values("status")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    place = Coalesce(Subquery(ahead, output_field=IntegerField()), Value(0)) + 1
+    return runs.annotate(
+        queue_position=Case(When(status=Run.Status.QUEUED, then=place), default=None, output_field=IntegerField())
+    )
+
+
+def queue_position(run: Run) -> int | None:
+    """``with_queue_position`` for one run."""
+    return with_queue_position(Run.objects.filter(pk=run.pk)).values_list("queue_position", flat=True).first()
+
+
 def runs_list(
     *,
     viewer: Viewer,
@@ -60,6 +83,7 @@ def runs_list(
     ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs a leaderboard
     count stands for) and ``current`` (only runs of their task's current version)."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by("-created_at")
+    qs = with_queue_position(qs)
     if status:
         qs = qs.filter(status=status)
     if task:
@@ -80,7 +104,8 @@ def runs_list(
 def run_detail(*, viewer: Viewer, pk: int) -> Run:
     """One run; ``Run.DoesNotExist`` when there is none or ``viewer`` may not see it (the same answer, so a
     hidden run's existence does not leak)."""
-    return runs_visible_to(viewer).select_related("task", "agent", "task_version", "batch").get(pk=pk)
+    runs = with_queue_position(runs_visible_to(viewer))
+    return runs.select_related("task", "agent", "task_version", "batch").get(pk=pk)
 
 
 def run_steps(*, run: Run) -> QuerySet[Step]:

@@ -8,6 +8,6 @@
 - ``endings``: how a run can end, as types.
 """
 
-from .session import RunSession, run_claim, run_execute, runs_dir
+from .session import RunSession, run_claim, run_claim_next, run_execute, run_execute_next, runs_dir
 
-__all__ = ["RunSession", "run_claim", "run_execute", "runs_dir"]
+__all__ = ["RunSession", "run_claim", "run_claim_next", "run_execute", "run_execute_next", "runs_dir"]

@@ -44,9 +44,16 @@ class Conversation:
                 "input": s.action_input,
                 "entries": s.entries,
                 "observation": s.observation,
+                "error": s.is_error,
             }
             for s in Step.objects.filter(run=run).order_by("index")
         ]
+        resume = None
+        if run.attempt > 1:
+            resume = {
+                "attempt": run.attempt,
+                "reason": "the worker running this run stopped; the run goes on from its last recorded step",
+            }
         return {
             "type": "start",
             "protocol": 1,
@@ -62,6 +69,7 @@ class Conversation:
             "limits": run.limits.as_message(),
             "config": dict(run.agent.config or {}),
             "history": history,
+            "resume": resume,
         }
 
     def start_agent(self) -> AgentChannel:

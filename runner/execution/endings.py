@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..models import Run
 from ..sandbox.process import Interrupted
@@ -14,6 +14,13 @@ class Ending:
     failure_kind: str = ""
     error: str = ""
     evaluate: bool = True
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Ending:
+        return cls(**{name: data[name] for name in ("status", "failure_kind", "error", "evaluate") if name in data})
 
 
 class LostOwnership(Exception):
@@ -53,6 +60,11 @@ class OutOfTime(RunInterrupted):
 
     def ending(self, run: Run) -> Ending:
         return Ending(Run.Status.TIMED_OUT, Run.FailureKind.LIMIT, f"reached the time limit of {run.max_time_s} s")
+
+
+class HandBack(Interrupted):
+    """The worker is stopping: whatever runs is stopped and the run goes back to the queue, to be resumed
+    from its last recorded step by another attempt (no ending: the run is not over)."""
 
 
 def infrastructure_failure(error: str) -> Ending:

@@ -1,18 +1,25 @@
 """The reaper: live runs whose worker stopped sending heartbeats are queued again (the new attempt resumes from
-the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs that could
-not be sent to the job queue (it was unreachable) are sent again."""
+the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs whose
+message the job queue lost, or that could not be sent (it was unreachable), are sent again; scratch folders
+that outlived their run's attempt are removed."""
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from ..jobs import QueueUnreachable, run_enqueue, runs_send
+from ..evaluation import STEP_SCORE_SCRATCH
+from ..jobs import QueueUnreachable, messages_waiting, run_enqueue, runs_send
 from ..models import Run
+from ..snapshots import remove_tree
+from .session import attempt_scratch_remove
 from .validation import fail_validation_if_needed
 
 log = logging.getLogger(__name__)
@@ -49,19 +56,58 @@ def runs_reap(
             fail_validation_if_needed(run)
             failed.append(run.pk)
     resent = [] if queue_down else runs_resend(resend_after_s=resend_after_s)
-    return {"requeued": requeued, "failed": failed, "resent": resent}
+    swept = [str(path) for path in scratch_sweep()]
+    return {"requeued": requeued, "failed": failed, "resent": resent, "swept": swept}
+
+
+def scratch_sweep() -> list[Path]:
+    """Remove the scratch folders in this host's runs folder that no live attempt uses: the workspaces and
+    evaluation folders of dead attempts (all of them once the run has ended), and step-score folders older than
+    any evaluation can last. Agent logs stay."""
+    root = Path(settings.BENCH_RUNS_DIR)
+    if not root.is_dir():
+        return []
+    removed: list[Path] = []
+    run_dirs = {int(path.name): path for path in root.iterdir() if path.name.isdigit() and path.is_dir()}
+    live = Run.objects.filter(pk__in=run_dirs, status__in=Run.LIVE).values_list("pk", "status", "attempt")
+    # An attempt on a worker keeps its folders; a queued run's next attempt will have a higher number.
+    below = {pk: attempt + (status == Run.Status.QUEUED) for pk, status, attempt in live}
+    for run_id, path in run_dirs.items():
+        removed += attempt_scratch_remove(path, below=below.get(run_id))
+    too_old = time.time() - (settings.BENCH_EVAL_TIMEOUT_S + settings.BENCH_ACTION_TIMEOUT_S + 600)
+    for path in root.glob(f"{STEP_SCORE_SCRATCH}*"):
+        if path.is_dir() and path.lstat().st_mtime < too_old:
+            remove_tree(path)
+            removed.append(path)
+    return removed
 
 
 def runs_resend(*, resend_after_s: float | None = None) -> list[int]:
-    """Send again the queued runs that have waited ``resend_after_s`` (``BENCH_RESEND_AFTER_S``) without being
-    sent (the job queue was unreachable when they were queued); the ids of those sent."""
+    """Send the messages the queued runs are missing; the ids of the runs sent for.
+
+    Each queued run should have a message waiting (a worker that takes one starts the run queued first). Once
+    some run has waited ``resend_after_s`` (``BENCH_RESEND_AFTER_S``) since it was last sent, the runs queued are
+    compared with the messages waiting, and the difference is sent for the runs that waited longest: messages
+    lost by the broker (a restart) or never sent (it was unreachable). A message too many does nothing. A
+    broker that cannot count its messages gets only the runs that were never sent."""
     resend_after_s = resend_after_s if resend_after_s is not None else settings.BENCH_RESEND_AFTER_S
     cutoff = timezone.now() - timedelta(seconds=resend_after_s)
-    unsent = Run.objects.filter(status=Run.Status.QUEUED, sent_at__isnull=True, created_at__lt=cutoff)
-    jobs = list(unsent.order_by("pk").values_list("pk", "max_time_s"))
+    queued = Run.objects.filter(status=Run.Status.QUEUED)
+    waited = queued.filter(Q(sent_at__lt=cutoff) | Q(sent_at__isnull=True, created_at__lt=cutoff))
+    stale = list(waited.order_by(*Run.QUEUE_ORDER).values_list("pk", flat=True))
+    if not stale:
+        return []
+    waiting = messages_waiting()
+    if waiting is None:
+        missing = list(waited.filter(sent_at__isnull=True).order_by(*Run.QUEUE_ORDER).values_list("pk", flat=True))
+    else:
+        missing = stale[: max(queued.count() - waiting, 0)]
+    if not missing:
+        return []
     try:
-        runs_send(jobs)
+        runs_send(missing)
     except QueueUnreachable as exc:
         log.warning("%s", exc)
         return exc.sent
-    return [run_id for run_id, _ in jobs]
+    log.info("sent %s missing messages for queued runs %s", len(missing), missing)
+    return missing

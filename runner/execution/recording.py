@@ -61,6 +61,7 @@ def step_record(
             snapshot=snapshot,
             low_level=db_json(outcome.low_level),
             detail=db_json(outcome.detail),
+            attempt=run.attempt,
         )
         calls = LLMCall.objects.filter(run=run, step__isnull=True, step_index=index)
         usage = calls.aggregate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost"))
@@ -106,7 +107,7 @@ def _finish(
         "failure_kind": ending.failure_kind,
         "error": db_text(ending.error),
         "finished_at": now,
-        "wall_seconds": (now - (run.started_at or now)).total_seconds(),
+        "wall_seconds": max((now - (run.started_at or now)).total_seconds() - run.paused_seconds, 0.0),
         "live_action": "",
         "live_output": "",
     }

@@ -17,13 +17,16 @@ from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, EnvError, Environment
+from ..actions.catalogue import FINAL_ANSWER
 from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from ..jobs import QueueUnreachable, run_enqueue
 from ..llm import LLMRequestError, complete
 from ..models import Run, Step
 from ..preparation import PreparedTask, TaskPreparationError, task_version_prepare
@@ -33,7 +36,16 @@ from ..sandboxes import get_sandbox
 from ..snapshots import BlobStore, Manifest, remove_tree, workspace_restore
 from ..text import db_text
 from .conversation import Conversation
-from .endings import Cancelled, Ending, LostOwnership, OutOfTime, RunAborted, RunInterrupted, infrastructure_failure
+from .endings import (
+    Cancelled,
+    Ending,
+    HandBack,
+    LostOwnership,
+    OutOfTime,
+    RunAborted,
+    RunInterrupted,
+    infrastructure_failure,
+)
 from .recording import run_finish, step_record
 from .validation import task_version_validate_queue
 
@@ -43,21 +55,37 @@ LIVE_OUTPUT_BYTES = 8000
 
 
 def run_claim(run_id: int, *, worker: str = "") -> Run | None:
-    """queued -> preparing, as one conditional UPDATE. None when someone else has it (idempotence)."""
+    """queued -> preparing for this run. None when it is not queued, or another worker is claiming it."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id, status=Run.Status.QUEUED).first()
+        return _claim(run, worker) if run is not None else None
+
+
+def run_claim_next(*, worker: str = "") -> Run | None:
+    """queued -> preparing for the run queued first (``Run.QUEUE_ORDER``) that no other worker is claiming."""
+    with transaction.atomic():
+        queued = Run.objects.select_for_update(skip_locked=True).filter(status=Run.Status.QUEUED)
+        run = queued.order_by(*Run.QUEUE_ORDER).first()
+        return _claim(run, worker) if run is not None else None
+
+
+def _claim(run: Run, worker: str) -> Run:
+    """Take the locked queued run: bump its attempt. A run that had started before (a resumed run) was off a
+    worker since its last heartbeat: that time is paused, not counted against its time limit."""
     now = timezone.now()
-    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+    paused = 0.0
+    if run.started_at is not None and run.heartbeat_at is not None:
+        paused = max((now - run.heartbeat_at).total_seconds(), 0.0)
+    Run.objects.filter(pk=run.pk).update(
         status=Run.Status.PREPARING,
         attempt=F("attempt") + 1,
         worker=worker[:200],
         heartbeat_at=now,
+        started_at=run.started_at or now,
+        paused_seconds=F("paused_seconds") + paused,
+        hand_back_requested_at=None,
     )
-    if not claimed:
-        return None
-    run = Run.objects.select_related("task", "task_version", "agent").get(pk=run_id)
-    if run.started_at is None:
-        run.started_at = now
-        Run.objects.filter(pk=run_id).update(started_at=now)
-    return run
+    return Run.objects.select_related("task", "task_version", "agent").get(pk=run.pk)
 
 
 def run_execute(run_id: int, *, worker: str = "", parent: RunSession | None = None) -> Run | None:
@@ -72,8 +100,33 @@ def run_execute(run_id: int, *, worker: str = "", parent: RunSession | None = No
     return Run.objects.get(pk=run_id)
 
 
+def run_execute_next(*, worker: str = "") -> Run | None:
+    """Execute the run queued first (what a worker does with any ``execute_run`` message). None: no run waits."""
+    run = run_claim_next(worker=worker)
+    if run is None:
+        log.info("no run is queued; nothing to do")
+        return None
+    RunSession(run).execute()
+    return Run.objects.get(pk=run.pk)
+
+
 def runs_dir(run: Run) -> Path:
     return Path(settings.BENCH_RUNS_DIR) / str(run.pk)
+
+
+def attempt_scratch_remove(run_dir: Path, *, below: int | None) -> list[Path]:
+    """Remove the workspace and evaluation folders of a run's attempts numbered below ``below`` (None: all of
+    them): what a dead worker left behind. An older attempt still running finds out it lost the run and writes
+    nothing."""
+    removed = []
+    for path in run_dir.glob("*-*"):
+        kind, _, rest = path.name.partition("-")
+        attempt = rest.partition("-")[0]
+        old = attempt.isdigit() and (below is None or int(attempt) < below)
+        if kind in ("workspace", "eval") and old and path.is_dir():
+            remove_tree(path)
+            removed.append(path)
+    return removed
 
 
 @dataclass
@@ -97,7 +150,7 @@ class RunSession:
         # Each attempt has its own folder: an old attempt that finds out late it lost the run removes only its own.
         self.workspace = self.dir / f"workspace-{self.attempt}"
         started = run.started_at or timezone.now()
-        elapsed = (timezone.now() - started).total_seconds()
+        elapsed = (timezone.now() - started).total_seconds() - run.paused_seconds
         self.deadline = time.monotonic() + max(run.max_time_s - elapsed, 0)
         self.step_index = run.steps_count
         self.current: CurrentAction | None = None
@@ -125,12 +178,7 @@ class RunSession:
         if self.parent is not None:
             self.parent.beat()
         if now - self._last_check >= 1.0:
-            self._last_check = now
-            row = Run.objects.filter(pk=self.run.pk).values("status", "attempt", "cancel_requested_at").first()
-            if row is None or row["attempt"] != self.attempt or row["status"] not in Run.LIVE:
-                raise LostOwnership()
-            if row["cancel_requested_at"] is not None:
-                raise Cancelled()
+            self.check()
         if now >= self.deadline:
             raise OutOfTime()
         if now - self._last_beat >= settings.BENCH_HEARTBEAT_S or (self.live_dirty and now - self._last_live >= 2):
@@ -140,6 +188,18 @@ class RunSession:
                 fields["live_output"] = db_text(self.live.text())
                 self.live_dirty = False
             Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(**fields)
+
+    def check(self) -> None:
+        """Is the run still this attempt's, and should it go on? (LostOwnership, Cancelled, HandBack)"""
+        self._last_check = time.monotonic()
+        fields = ("status", "attempt", "cancel_requested_at", "hand_back_requested_at")
+        row = Run.objects.filter(pk=self.run.pk).values(*fields).first()
+        if row is None or row["attempt"] != self.attempt or row["status"] not in Run.LIVE:
+            raise LostOwnership()
+        if row["cancel_requested_at"] is not None:
+            raise Cancelled()
+        if row["hand_back_requested_at"] is not None:
+            raise HandBack()
 
     def on_output(self, stream: str, data: bytes) -> None:
         self.live.write(data)
@@ -161,11 +221,7 @@ class RunSession:
             prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick)
             self.layout(prepared)
             self.transition(Run.Status.PREPARING, Run.Status.RUNNING)
-            self.conversation = Conversation(self)
-            ending = self.conversation.converse()
-            self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
-            final_sha, manifest = self.snapshotter.take()
-            Run.objects.filter(pk=self.run.pk).update(final_snapshot=final_sha)
+            ending, manifest = self.converse()
             result = None
             if ending.evaluate:
                 self.transition(Run.Status.RUNNING, Run.Status.EVALUATING)
@@ -173,6 +229,8 @@ class RunSession:
             self.finish(ending, result)
         except LostOwnership:
             log.warning("run %s: no longer ours (attempt %s); stopping without writing", self.run.pk, self.attempt)
+        except HandBack:
+            self.hand_back()
         except RunInterrupted as exc:
             self.finish(exc.ending(self.run), None)
         except (TaskPreparationError, SandboxError) as exc:
@@ -191,11 +249,60 @@ class RunSession:
                 self.conversation.channel.close()
             remove_tree(self.workspace)
 
+    def converse(self) -> tuple[Ending, Manifest]:
+        """The conversation with the agent, and the final workspace it left. A run whose conversation ended in an
+        earlier attempt (its worker died while evaluating, or right after the Final Answer) is not conversed with
+        again: its recorded ending and final workspace are evaluated."""
+        ending = self.recorded_ending()
+        if ending is not None:
+            last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
+            final_sha = self.run.final_snapshot or last or self.run.initial_snapshot
+            log.info("run %s: the conversation ended in an earlier attempt; evaluating only", self.run.pk)
+        else:
+            self.conversation = Conversation(self)
+            ending = self.conversation.converse()
+            self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
+            final_sha, _ = self.snapshotter.take()
+        fenced = Run.objects.filter(pk=self.run.pk, attempt=self.attempt)
+        if not fenced.update(final_snapshot=final_sha, ending=ending.as_json()):
+            raise LostOwnership()
+        return ending, self.store.manifest_load(final_sha)
+
+    def recorded_ending(self) -> Ending | None:
+        """How an earlier attempt's conversation ended: recorded with the run, or a Final Answer as its last step."""
+        if self.run.ending:
+            return Ending.from_json(self.run.ending)
+        last = Step.objects.filter(run=self.run, inherited=False).order_by("-index").first()
+        if last is not None and last.action == FINAL_ANSWER and not last.is_error:
+            return Ending(Run.Status.FINISHED)
+        return None
+
+    def hand_back(self) -> None:
+        """The worker is stopping: the run goes back to the queue, first in line (it keeps its place), and is
+        resumed from its last recorded step; the action that was running is not recorded (it is done again)."""
+        back = Run.objects.filter(pk=self.run.pk, attempt=self.attempt, status__in=Run.ON_WORKER).update(
+            status=Run.Status.QUEUED,
+            worker="",
+            live_action="",
+            live_output="",
+            heartbeat_at=timezone.now(),
+            hand_back_requested_at=None,
+            sent_at=None,
+        )
+        if not back:
+            return
+        log.info("run %s: handed back to the queue (attempt %s)", self.run.pk, self.attempt)
+        try:
+            run_enqueue(self.run)
+        except QueueUnreachable as exc:
+            log.warning("run %s: %s", self.run.pk, exc)
+
     def evaluate(self, prepared: PreparedTask, manifest: Manifest) -> EvalResult:
         """The final workspace's score; a timed task's measured paired with its baseline, here and now (a validation
         run measures the baseline itself)."""
+        scratch = {"scratch_in": self.dir, "scratch_prefix": f"eval-{self.attempt}-"}
         if not self.version.timed or self.run.purpose == Run.Purpose.VALIDATION:
-            return evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick)
+            return evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick, **scratch)
         rerun = Rerun(
             script=self.version.script_name,
             outputs=tuple(self.version.script_outputs),
@@ -204,7 +311,13 @@ class RunSession:
             env=self.environment.sandbox_env(),
         )
         return evaluate_paired(
-            prepared, manifest, sandbox=self.sandbox, rerun=rerun, rounds=settings.BENCH_TIMED_ROUNDS, tick=self.tick
+            prepared,
+            manifest,
+            sandbox=self.sandbox,
+            rerun=rerun,
+            rounds=settings.BENCH_TIMED_ROUNDS,
+            tick=self.tick,
+            **scratch,
         )
 
     def ensure_validated(self) -> None:
@@ -225,6 +338,7 @@ class RunSession:
                 # Queued as well as run here: if this worker dies first, another one picks the message up;
                 # whoever claims it first runs it, the other finds it taken.
                 for validation in task_version_validate_queue(version=version, enqueue=True):
+                    self.check()  # a worker that is stopping starts no more of them
                     log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation.pk)
                     run_execute(validation.pk, worker=self.run.worker, parent=self)
                 continue
@@ -241,6 +355,7 @@ class RunSession:
         """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked."""
         remove_tree(self.workspace)
         self.dir.mkdir(parents=True, exist_ok=True)
+        attempt_scratch_remove(self.dir, below=self.attempt)
         last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
         manifest = self.store.manifest_load(last) if last else prepared.env_manifest
         self.snapshotter = workspace_restore(

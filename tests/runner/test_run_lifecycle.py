@@ -133,7 +133,7 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
 
     result = runs_reap(stale_after_s=60)
 
-    assert result == {"requeued": [dead.pk], "failed": [dead_twice.pk], "resent": []}
+    assert result == {"requeued": [dead.pk], "failed": [dead_twice.pk], "resent": [], "swept": []}
     assert Run.objects.get(pk=dead.pk).status == "queued"
     failed = Run.objects.get(pk=dead_twice.pk)
     assert failed.status == "failed" and failed.failure_kind == "infrastructure"
@@ -241,14 +241,15 @@ def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, bas
     unsent = list(Run.objects.order_by("pk").values_list("pk", flat=True))
 
     # still down: the dead worker's run is queued again but not sent; nothing is lost
-    assert runs_reap(stale_after_s=60, resend_after_s=0) == {"requeued": [dead.pk], "failed": [], "resent": []}
+    reaped = runs_reap(stale_after_s=60, resend_after_s=0)
+    assert reaped == {"requeued": [dead.pk], "failed": [], "resent": [], "swept": []}
     assert list(Run.objects.order_by("pk").values_list("status", "sent_at")) == [("queued", None)] * 3
     assert runs_reap()["resent"] == []  # up or not, a run queued just now is not sent again yet
 
-    use_broker(REDIS_URL)  # the queue is back
+    use_broker(REDIS_URL)  # the queue is back, empty
     queue = redis.Redis.from_url(REDIS_URL)
-    before = queue.llen(celery_app.conf.task_default_queue)
+    queue.delete(celery_app.conf.task_default_queue)
     assert runs_reap(resend_after_s=0)["resent"] == unsent
-    assert queue.llen(celery_app.conf.task_default_queue) == before + 3
+    assert queue.llen(celery_app.conf.task_default_queue) == 3
     assert all(run.sent_at is not None for run in Run.objects.all())
     assert runs_reap(resend_after_s=0)["resent"] == []  # sent once is enough: a worker claims it from the queue
