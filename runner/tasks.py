@@ -1,20 +1,37 @@
-"""The Celery jobs of the runner: each takes ids, and calls the engine. Queued by name (``jobs.py``)."""
+"""The Celery jobs of the runner: each takes ids, and calls the engine. Queued by name (``jobs.py``).
+
+A worker told to stop (SIGTERM, or Ctrl-C under ``make run``) hands its runs back: each notices within a second,
+stops what it runs and goes back to the queue, first in line, to be resumed from its last recorded step by the
+next worker; the worker then exits. It starts nothing new meanwhile: a message it still takes is sent again."""
+
+import logging
+import os
+from pathlib import Path
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_init, worker_shutdown, worker_shutting_down
+from django.conf import settings
 from django.utils import timezone
 
 from .evaluation import step_score
 from .execution import run_execute_next
 from .execution.reaper import runs_reap
-from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP
+from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
 from .models import Run
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, name=EXECUTE_RUN)
 def execute_run(self, run_id: int) -> None:
     """Execute the run queued first: usually ``run_id``, which sent the message, unless an earlier run waits
     (runs start in the order they were queued). A message that finds no queued run does nothing."""
+    if worker_stopping():
+        try:
+            runs_send([run_id])  # for the next worker
+        except QueueUnreachable as exc:
+            log.warning("%s", exc)
+        return
     run_execute_next(worker=self.request.hostname or "")
 
 
@@ -30,8 +47,25 @@ def score_step(step_id: int) -> None:
     step_score(step_id=step_id)
 
 
+def _stopping_marker(pid: int) -> Path:
+    """Present while the worker whose main process is ``pid`` is stopping (its pool processes look for it)."""
+    return Path(settings.BENCH_RUNS_DIR) / f".worker-stopping-{pid}"
+
+
+def worker_stopping() -> bool:
+    """Is the worker this job runs in stopping? (The job runs in the main process or in one of its children.)"""
+    return any(_stopping_marker(pid).exists() for pid in {os.getpid(), os.getppid()})
+
+
+@worker_init.connect
+@worker_shutdown.connect
+def forget_stopping(**kwargs) -> None:
+    _stopping_marker(os.getpid()).unlink(missing_ok=True)
+
+
 @worker_shutting_down.connect
 def hand_back_runs(sender=None, **kwargs) -> None:
-    """A worker told to stop (SIGTERM, Ctrl-C) asks its runs to go back to the queue: each notices within a
-    second, stops what it runs and is re-queued, to be resumed elsewhere; the worker then exits."""
+    marker = _stopping_marker(os.getpid())
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
     Run.objects.filter(worker=str(sender), status__in=Run.ON_WORKER).update(hand_back_requested_at=timezone.now())

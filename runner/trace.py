@@ -44,16 +44,19 @@ def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, Sa
 
 
 def steps_display(steps: list[Step], *, initial_snapshot: str = "") -> list[dict]:
-    """The steps of a trace with their displayed entries and whether the step changed the workspace."""
-    previous_plan, previous_snapshot, shown = None, initial_snapshot or None, []
+    """The steps of a trace with their displayed entries, whether the step changed the workspace, and whether a
+    new attempt of the run took over at it (``resumed``: the worker of the step before stopped)."""
+    previous_plan, previous_snapshot, previous_attempt, shown = None, initial_snapshot or None, None, []
     for step in steps:
         shown.append(
             {
                 "step": step,
                 "entries": entries_display(step, previous_plan),
                 "workspace_changed": previous_snapshot is not None and step.snapshot != previous_snapshot,
+                "resumed": previous_attempt is not None and step.attempt != previous_attempt and not step.inherited,
             }
         )
+        previous_attempt = step.attempt
         previous_plan = step.entries.get(PLAN, previous_plan)
         previous_snapshot = step.snapshot or previous_snapshot
     return shown

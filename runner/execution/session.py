@@ -52,6 +52,7 @@ from .validation import task_version_validate_queue
 log = logging.getLogger(__name__)
 
 LIVE_OUTPUT_BYTES = 8000
+CLAIM_TRIES = 5  # another worker can take the first queued run between reading and claiming it (SQLite)
 
 
 def run_claim(run_id: int, *, worker: str = "") -> Run | None:
@@ -63,20 +64,27 @@ def run_claim(run_id: int, *, worker: str = "") -> Run | None:
 
 def run_claim_next(*, worker: str = "") -> Run | None:
     """queued -> preparing for the run queued first (``Run.QUEUE_ORDER``) that no other worker is claiming."""
-    with transaction.atomic():
-        queued = Run.objects.select_for_update(skip_locked=True).filter(status=Run.Status.QUEUED)
-        run = queued.order_by(*Run.QUEUE_ORDER).first()
-        return _claim(run, worker) if run is not None else None
+    for _ in range(CLAIM_TRIES):
+        with transaction.atomic():
+            queued = Run.objects.select_for_update(skip_locked=True).filter(status=Run.Status.QUEUED)
+            run = queued.order_by(*Run.QUEUE_ORDER).first()
+            if run is None:
+                return None
+            if claimed := _claim(run, worker):
+                return claimed
+    return None
 
 
-def _claim(run: Run, worker: str) -> Run:
+def _claim(run: Run, worker: str) -> Run | None:
     """Take the locked queued run: bump its attempt. A run that had started before (a resumed run) was off a
     worker since its last heartbeat: that time is paused, not counted against its time limit."""
     now = timezone.now()
     paused = 0.0
     if run.started_at is not None and run.heartbeat_at is not None:
         paused = max((now - run.heartbeat_at).total_seconds(), 0.0)
-    Run.objects.filter(pk=run.pk).update(
+    # Conditional as well as locked: a database without row locks (SQLite, the embedded default) still lets
+    # only one claimer through.
+    claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED, attempt=run.attempt).update(
         status=Run.Status.PREPARING,
         attempt=F("attempt") + 1,
         worker=worker[:200],
@@ -85,7 +93,7 @@ def _claim(run: Run, worker: str) -> Run:
         paused_seconds=F("paused_seconds") + paused,
         hand_back_requested_at=None,
     )
-    return Run.objects.select_related("task", "task_version", "agent").get(pk=run.pk)
+    return Run.objects.select_related("task", "task_version", "agent").get(pk=run.pk) if claimed else None
 
 
 def run_execute(run_id: int, *, worker: str = "", parent: RunSession | None = None) -> Run | None:

@@ -71,7 +71,7 @@ def test_a_worker_killed_while_evaluating_leaves_one_final_answer_and_one_evalua
 
 
 def test_a_worker_told_to_stop_hands_its_run_back_and_another_resumes_it(
-    worker_env, celery_test_queue, tiny_task, tmp_path
+    worker_env, celery_test_queue, tiny_task, tmp_path, client
 ):
     script = [act("Write File", file_name="slow.py", content=SLOW.replace("1.5", "3"))]
     script += [act("Execute Script", script_name="slow.py") for _ in range(4)]
@@ -106,6 +106,8 @@ def test_a_worker_told_to_stop_hands_its_run_back_and_another_resumes_it(
     assert [s.action for s in steps] == [item["action"] for item in script]  # the interrupted action, done again
     assert [s.attempt for s in steps] == [1] * handed_back_at + [2] * (len(script) - handed_back_at)
     assert f"started with {handed_back_at} earlier steps" in run.stderr_tail
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"stopped after step {handed_back_at - 1}; attempt 2 resumed it" in page
 
 
 def test_a_queued_run_whose_message_the_broker_lost_still_runs(
