@@ -14,7 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from .evaluation import step_score
-from .execution import run_execute_next
+from .execution import run_execute_next, stopping
 from .execution.reaper import runs_reap
 from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
 from .models import Run
@@ -32,7 +32,8 @@ def execute_run(self, run_id: int) -> None:
         except QueueUnreachable as exc:
             log.warning("%s", exc)
         return
-    run_execute_next(worker=self.request.hostname or "")
+    with stopping.busy():
+        run_execute_next(worker=self.request.hostname or "")
 
 
 @shared_task(ignore_result=True, name=REAP_RUNS)
@@ -54,7 +55,7 @@ def _stopping_marker(pid: int) -> Path:
 
 def worker_stopping() -> bool:
     """Is the worker this job runs in stopping? (The job runs in the main process or in one of its children.)"""
-    return any(_stopping_marker(pid).exists() for pid in {os.getpid(), os.getppid()})
+    return stopping.requested.is_set() or any(_stopping_marker(pid).exists() for pid in {os.getpid(), os.getppid()})
 
 
 @worker_init.connect

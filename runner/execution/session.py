@@ -35,6 +35,7 @@ from ..sandbox.process import HeadTail
 from ..sandboxes import get_sandbox
 from ..snapshots import BlobStore, Manifest, remove_tree, workspace_restore
 from ..text import db_text
+from . import stopping
 from .conversation import Conversation
 from .endings import (
     Cancelled,
@@ -185,6 +186,8 @@ class RunSession:
         now = time.monotonic()
         if self.parent is not None:
             self.parent.beat()
+        if stopping.requested.is_set():
+            raise HandBack()
         if now - self._last_check >= 1.0:
             self.check()
         if now >= self.deadline:

@@ -1,8 +1,14 @@
 """`make run`'s stack: SQLite in var/ and the filesystem broker, a worker process beside the command."""
 
+import contextlib
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +69,64 @@ def test_the_embedded_default_runs_the_baseline_end_to_end(tmp_path):
         assert final["final_score"] == pytest.approx(eval_module.get_score(str(submission)))
     finally:
         sys.path.pop(0)
+
+
+def group_alive(pgid: int) -> list[str]:
+    """The processes still in a process group (their command lines)."""
+    alive = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) == pgid:
+                alive.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+    return alive
+
+
+def test_ctrl_c_under_make_run_hands_the_run_back_and_leaves_no_process(tmp_path):
+    var = tmp_path / "var"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bin_dir = str(Path(sys.executable).parent)
+    env = service_env(BENCH_VAR_DIR=str(var), CELERY_QUEUE="bench", BENCH_PORT=str(port))
+    env["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"
+    manage(env, "migrate", "--noinput")
+    manage(env, "load_builtin_tasks")
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        stack = subprocess.Popen(  # what `make run` starts, in a session of its own like a terminal's
+            [f"{bin_dir}/honcho", "start", "--no-prefix", "-f", str(ROOT / "Procfile")],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        queued = json.loads(manage(env, "bench_run", "--agent", "tuner", "--task", "digits").strip().splitlines()[-1])
+        run = f"Run.objects.get(pk={queued['run']})"
+        probe = f"from runner.models import Run; r = {run}; print(r.status, r.steps_count)"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            status, steps = manage(env, "shell", "-c", probe).split()[-2:]
+            if status == "running" and int(steps) >= 3:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"the run did not get going:\n{log.read_text()[-3000:]}")
+
+        os.killpg(stack.pid, signal.SIGINT)  # Ctrl-C: the terminal signals every process of the group
+        stack.wait(timeout=60)  # a hang here is the bug
+        deadline = time.monotonic() + 30
+        while group_alive(stack.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert group_alive(stack.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(stack.pid, signal.SIGKILL)
+    status, steps = manage(env, "shell", "-c", probe).split()[-2:]
+    assert status == "queued", log.read_text()[-3000:]  # handed back, to be resumed by the next worker
+    assert "handed back to the queue" in log.read_text()
