@@ -98,7 +98,8 @@ def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | No
             y=[rate for _, rate in frontier],
             mode="lines",
             line={"shape": "hv", "dash": "dot", "color": "#6b7280", "width": 1},
-            hovertemplate="no entrant is both cheaper and more successful<extra>Pareto frontier</extra>",
+            # It passes through points: it takes no hover, so that a click there is the point's and opens its runs.
+            hoverinfo="skip",
         )
     highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
     top = highest * 1.3 if highest else 1
