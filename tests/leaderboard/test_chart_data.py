@@ -27,8 +27,8 @@ def _figure(html: str, name: str) -> dict:
 
 @pytest.fixture
 def runs(tiny_task):
-    """good: improvements 0.1, 0.2, 0.6 (scored), one unscored failure, a fork and a cancelled run (improvement 5,
-    not counted); weak: improvement -0.5."""
+    """good: improvements 0.1, 0.2, 0.6 (scored), one unscored failure, and a fork, a cancelled run and an
+    infrastructure failure (improvement 5, not counted); weak: improvement -0.5."""
     good = AgentFactory(name="good")
     counted = [
         RunFactory(task_version=tiny_task, agent=good, improvement=i, final_score=2.0 + i, succeeded=i > 0.15)
@@ -37,6 +37,9 @@ def runs(tiny_task):
     RunFactory(task_version=tiny_task, agent=good, status=Run.Status.FAILED, failure_kind="agent", succeeded=False)
     RunFactory(task_version=tiny_task, agent=good, improvement=5.0, forked_from=counted[0], fork_step=0)
     RunFactory(task_version=tiny_task, agent=good, improvement=5.0, status=Run.Status.CANCELLED)
+    RunFactory(
+        task_version=tiny_task, agent=good, improvement=5.0, status=Run.Status.FAILED, failure_kind="infrastructure"
+    )
     RunFactory(task_version=tiny_task, agent=AgentFactory(name="weak"), improvement=-0.5, final_score=1.0)
     return counted
 
@@ -73,7 +76,8 @@ def test_a_cost_chart_point_opens_the_runs_behind_its_row(client, runs):
     points = {t["name"]: t for t in _figure(html, "cost-vs-success")["data"] if t["name"] != "Pareto frontier"}
 
     label, href = points["good@1"]["customdata"][0]
-    assert label == "[15–85%] n=4"  # 2 of 4 and href.startswith("/runs/?")
+    assert label == "[11.8–76.9%] n=5"  # 2 of 5: the infrastructure failure counts as a failed run here
+    assert href.startswith("/runs/?")
     listed = {int(pk) for pk in re.findall(r'href="/runs/(\d+)/"', client.get(href).content.decode())}
     good = Run.objects.filter(agent__name="good", forked_from__isnull=True).exclude(status=Run.Status.CANCELLED)
     assert listed == {r.pk for r in good} and "ranking=with-infrastructure" in href
