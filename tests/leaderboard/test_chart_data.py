@@ -132,3 +132,23 @@ def test_the_cost_chart_points_keep_their_label_in_the_hover(tiny_task):
     (point, *_) = cost_vs_success_figure(rows, href=lambda row: f"/runs/?agent={row['agent__name']}")["data"]
     assert point["customdata"] == [["[20.7–100%] n=1", "/runs/?agent=one"]]
     assert "%{customdata[0]}" in point["hovertemplate"]
+
+
+def test_the_task_pages_queries_do_not_grow_with_its_runs_and_steps(client, tiny_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(reverse("leaderboard:task_detail", args=["tiny"])).status_code == 200
+        return len(captured)
+
+    agent = AgentFactory(name="many")
+    StepFactory(run=RunFactory(task_version=tiny_task, agent=agent, final_score=2.0), index=0, score=2.0)
+    few = queries()
+    for _ in range(8):
+        run = RunFactory(task_version=tiny_task, agent=AgentFactory(), final_score=2.5)
+        for index in range(3):
+            StepFactory(run=run, index=index, score=2.0 + index)
+
+    assert queries() == few
