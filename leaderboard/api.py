@@ -5,8 +5,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bench.schema import errors
+from task_bank.package import CATEGORIES
 
-from .selectors import leaderboard_row_export, leaderboard_rows
+from .query import SORT_COLUMNS, board_query_parse
+from .selectors import leaderboard_matrix, leaderboard_row_export
 
 ROWS = inline_serializer(
     "LeaderboardRow",
@@ -31,6 +33,11 @@ ROWS = inline_serializer(
         "mean_tokens": serializers.FloatField(allow_null=True),
         "mean_seconds": serializers.FloatField(allow_null=True),
         "mean_steps": serializers.FloatField(allow_null=True),
+        "normalised_count": serializers.IntegerField(help_text="counted runs with a normalised score"),
+        "mean_normalised": serializers.FloatField(
+            allow_null=True,
+            help_text="mean normalised score on the tasks with a reference score: 0 = baseline, 1 = reference",
+        ),
     },
     many=True,
 )
@@ -40,23 +47,24 @@ ROWS = inline_serializer(
     parameters=[
         OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count"),
         OpenApiParameter("infra", str, enum=["include"], description="count infrastructure failures as failed runs"),
+        OpenApiParameter("category", str, enum=list(CATEGORIES), description="only the tasks of this category"),
+        OpenApiParameter(
+            "sort",
+            str,
+            description=f"order of the rows: a column ({', '.join(SORT_COLUMNS)} or task:SLUG, a task's success "
+            "rate), '-' before it for descending; a row without a figure there comes last. Default: the ranking",
+        ),
     ],
     responses={200: ROWS, **errors()},
 )
 @api_view(["GET"])
 def leaderboard_api(request: Request) -> Response:
     """One row per agent version and model: success rate with its 95% interval, mean improvement with its 95%
-    interval, cost, tokens, time, over the runs the leaderboard counts (the page states the rule). A private
-    agent's runs count only for its owner and staff."""
-    versions = request.query_params.get("versions", "current")
-    if versions not in ("current", "all"):
-        raise serializers.ValidationError({"versions": [f"expected 'current' or 'all', got {versions[:40]!r}"]})
-    infra = request.query_params.get("infra")
-    if infra not in (None, "include"):
-        raise serializers.ValidationError(
-            {"infra": [f"expected 'include' (or no infra parameter), got {infra[:40]!r}"]}
-        )
-    rows = leaderboard_rows(
-        viewer=request.user, current_only=versions == "current", include_infrastructure=infra == "include"
-    )
-    return Response([leaderboard_row_export(r) for r in rows])
+    interval, mean normalised score, cost, tokens, time, over the runs the leaderboard counts (the page states the
+    rule), filtered and ordered as the leaderboard page's query string does. A private agent's runs count only for
+    its owner and staff."""
+    query, problems = board_query_parse(request.query_params)
+    if problems:
+        raise serializers.ValidationError({param: [message] for param, message in problems.items()})
+    board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
+    return Response([leaderboard_row_export(r) for r in board["rows"]])

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import plotly.graph_objects as go
 
 from runner.charts import LAYOUT
 
 from .stats import pareto_frontier
+
+#: Plotly's default colours, so an entrant's lines share one colour.
+PALETTE = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 
 
 def entrant(row: dict) -> str:
@@ -63,11 +68,12 @@ def success_by_task_figure(cells: list[dict]) -> dict:
     return figure.to_plotly_json()
 
 
-def cost_vs_success_figure(rows: list[dict]) -> dict:
+def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | None = None) -> dict:
     """Scatter: mean cost per run against success rate with its 95% Wilson interval, one coloured, named point
     per agent/model (a row without a counted run has no rate, so no point), and the Pareto frontier of the points
     as a dotted step line (drawn from two points up). The frontier is of the point estimates: the intervals say
-    how sure it is."""
+    how sure it is. ``href(row)``: where a click on the row's point leads (static/js/charts.js opens a point's
+    ``customdata[1]``), the list of the runs behind it."""
     rows = [r for r in rows if r["success_rate"] is not None]
     figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})
     for row in sorted(rows, key=entrant):  # the bar chart's order, so each entrant has the same colour in both
@@ -78,11 +84,11 @@ def cost_vs_success_figure(rows: list[dict]) -> dict:
             y=[_percent(row["success_rate"])],
             error_y=_error_bars([row]),
             text=[name],
-            customdata=[_interval_text(row)],
+            customdata=[[_interval_text(row), href(row) if href else ""]],
             mode="markers+text",
             textposition="middle right",
             marker={"size": 8 + min(row["runs"], 40)},
-            hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata}<extra></extra>",
+            hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata[0]}<extra></extra>",
         )
     frontier = pareto_frontier([(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows])
     if len(rows) > 1:
@@ -92,10 +98,84 @@ def cost_vs_success_figure(rows: list[dict]) -> dict:
             y=[rate for _, rate in frontier],
             mode="lines",
             line={"shape": "hv", "dash": "dot", "color": "#6b7280", "width": 1},
-            hovertemplate="no entrant is both cheaper and more successful<extra>Pareto frontier</extra>",
+            # It passes through points: it takes no hover, so that a click there is the point's and opens its runs.
+            hoverinfo="skip",
         )
     highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
     top = highest * 1.3 if highest else 1
     figure.update_xaxes(title="mean cost per run", range=[-0.06 * top, top])  # costs start at 0; a margin for markers
     figure.update_yaxes(title="success rate (%)", range=[-8, 115])
+    return figure.to_plotly_json()
+
+
+def improvement_distribution_figure(improvements: list[dict]) -> dict:
+    """Boxes: the improvement (%) of each scored counted run, per task (x) and agent/model (one box each, every
+    run drawn beside it as a point), so a mean can be read with the spread behind it. ``improvements``: one dict
+    per run, with the entrant's names, ``task__slug`` and ``improvement``."""
+    figure = go.Figure(
+        layout={**LAYOUT, "title": "Improvement over the baseline per task (each run a point)", "boxmode": "group"}
+    )
+    for name in sorted({entrant(r) for r in improvements}):  # the bar chart's order, so the same colours
+        runs = [r for r in improvements if entrant(r) == name]
+        figure.add_box(
+            name=name,
+            x=[r["task__slug"] for r in runs],
+            y=[_percent(r["improvement"]) for r in runs],
+            boxpoints="all",
+            jitter=0.4,
+            pointpos=0,
+            boxmean=True,
+            hovertemplate="%{x}: %{y}%<extra>" + name + "</extra>",
+        )
+    figure.update_yaxes(title="improvement over the baseline (%)", zeroline=True)
+    return figure.to_plotly_json()
+
+
+def task_scores_figure(
+    steps: list[dict], finals: list[dict], *, baseline: float | None, reference: float | None, metric: str
+) -> dict:
+    """Lines: the score of each counted run's workspace after each scored step (one line per run, coloured by
+    agent/model, named once in the legend), the runs' final scores as diamonds at their last step, and the
+    baseline and the reference score as dashed lines. ``steps``: dicts of ``run_id``, ``index``, ``score`` and
+    the entrant's names, in run and step order; ``finals``: dicts of ``pk``, ``steps_count``, ``final_score`` and
+    the entrant's names, one per counted run with a final score."""
+    figure = go.Figure(layout={**LAYOUT, "title": f"{metric} over the steps of each run"})
+    names = sorted({entrant(r) for r in [*steps, *finals]})
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+    by_run: dict[int, list[dict]] = {}
+    for step in steps:
+        by_run.setdefault(step["run_id"], []).append(step)
+    named: set[str] = set()
+    for run_id, run_steps in by_run.items():
+        name = entrant(run_steps[0])
+        figure.add_scatter(
+            name=name,
+            legendgroup=name,
+            showlegend=name not in named,
+            x=[s["index"] for s in run_steps],
+            y=[s["score"] for s in run_steps],
+            mode="lines+markers",
+            line={"color": colours[name], "width": 1},
+            marker={"size": 5},
+            hovertemplate=f"run {run_id}, step %{{x}}: %{{y}}<extra>{name}</extra>",
+        )
+        named.add(name)
+    for name in names:
+        ended = [f for f in finals if entrant(f) == name]
+        if ended:
+            figure.add_scatter(
+                name=f"{name}: final scores",
+                legendgroup=name,
+                x=[max(f["steps_count"] - 1, 0) for f in ended],
+                y=[f["final_score"] for f in ended],
+                customdata=[f["pk"] for f in ended],
+                mode="markers",
+                marker={"symbol": "diamond", "size": 9, "color": colours[name]},
+                hovertemplate="run %{customdata}: final %{y}<extra>" + name + "</extra>",
+            )
+    for value, label in ((baseline, "baseline"), (reference, "reference")):
+        if value is not None:
+            figure.add_hline(y=value, line_dash="dash", line_color="#6b7280", annotation_text=label)
+    figure.update_xaxes(title="step")
+    figure.update_yaxes(title=metric)
     return figure.to_plotly_json()

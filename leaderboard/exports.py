@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from .query import BoardQuery
 from .selectors import leaderboard_row_export
 
 #: The CSV's columns, in order; an interval is split into its two bounds.
@@ -23,6 +24,8 @@ CSV_COLUMNS = (
     "mean_improvement",
     "improvement_low",
     "improvement_high",
+    "normalised_count",
+    "mean_normalised",
     "mean_cost",
     "mean_tokens",
     "mean_seconds",
@@ -31,7 +34,7 @@ CSV_COLUMNS = (
 
 
 def leaderboard_csv(rows: list[dict]) -> str:
-    """One line per row, ranked as on the page; an empty field where a figure does not exist (no counted run,
+    """One line per row, in the page's order; an empty field where a figure does not exist (no counted run,
     fewer than two scored runs for an interval)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
@@ -45,11 +48,14 @@ def leaderboard_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def leaderboard_json(board: dict, *, current_only: bool, include_infrastructure: bool) -> dict:
-    """The table as JSON: what was counted, the rows (as the API gives them) and each row's cell per task."""
+def leaderboard_json(board: dict, *, query: BoardQuery) -> dict:
+    """The table as JSON: what was counted, the order, the rows (as the API gives them, in the page's order) and
+    each row's cell per task."""
     return {
-        "current_versions_only": current_only,
-        "infrastructure_failures_counted": include_infrastructure,
+        "current_versions_only": query.current_only,
+        "infrastructure_failures_counted": query.include_infrastructure,
+        "category": query.category or None,
+        "sort": query.sort or None,
         "rows": [leaderboard_row_export(r) for r in board["rows"]],
         "cells": [leaderboard_row_export(c) | {"task": c["task__slug"]} for c in board["cells"]],
     }

@@ -4,28 +4,35 @@ runs goes through runner's access rule, so a private agent's runs count only for
 from __future__ import annotations
 
 from django.db.models import Count, F, Max, Min, Q, QuerySet, StdDev, Sum
+from django.db.models.functions import Coalesce, NullIf
 
-from runner.models import Run
-from runner.selectors import Viewer, agents_visible_filter, runs_list, runs_visible_to
+from runner.models import Run, Step
+from runner.selectors import Viewer, runs_list, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
+from .query import board_sort
 from .stats import entrant_stats, paired_difference, ranking_key
 
 ENTRANT = ("agent__name", "agent__version", "model")
 
+#: The baseline a run's score is measured against: the one measured alongside it (a timed task's), else its version's.
+_BASELINE = Coalesce("paired_baseline", "task_version__baseline_score")
+#: A run's normalised score where its task version has a reference score: 0 at the baseline, 1 at the reference,
+#: in either metric direction ((score - baseline) / (reference - baseline)); None without a final score or a
+#: reference, or where the reference equals the baseline.
+NORMALISED = (F("final_score") - _BASELINE) / NullIf(F("task_version__reference_score") - _BASELINE, 0.0)
+
 
 def home_counts(*, viewer: Viewer) -> dict:
-    """Benchmark runs the viewer may see: all of them, the live ones, the finished ones and the successes."""
-    return (
-        runs_visible_to(viewer)
-        .filter(purpose=Run.Purpose.BENCHMARK)
-        .aggregate(
-            total=Count("pk"),
-            live=Count("pk", filter=Q(status__in=Run.LIVE)),
-            finished=Count("pk", filter=Q(status=Run.Status.FINISHED)),
-            succeeded=Count("pk", filter=Q(succeeded=True)),
-        )
+    """What the home page counts of the runs the viewer may see: the runs the leaderboard counts (``ranked_runs``:
+    trials of the current versions of enabled tasks that ended finished, failed by the agent or at a limit) and how
+    many of them succeeded, and the trials still live (queued or on a worker; they count once they end)."""
+    runs, counted = ranked_runs(viewer=viewer)
+    counts = runs.aggregate(
+        counted=Count("pk", filter=counted), succeeded=Count("pk", filter=counted & Q(succeeded=True))
     )
+    counts["live"] = runs_visible_to(viewer).filter(Run.TRIAL, status__in=Run.LIVE).count()
+    return counts
 
 
 def home_page(*, viewer: Viewer) -> dict:
@@ -38,10 +45,10 @@ def home_page(*, viewer: Viewer) -> dict:
 
 
 def tasks_list(*, viewer: Viewer, include_retired: bool = False) -> QuerySet[Task]:
-    """Tasks with their current version, the number of runs on it and the best and worst final scores, over
-    the runs the viewer may see."""
-    on_current = Q(runs__task_version=F("current_version"), runs__purpose=Run.Purpose.BENCHMARK)
-    on_current &= agents_visible_filter(viewer, through="runs__agent__")
+    """Tasks with their current version, and over the runs of it that the leaderboard counts (``counted_runs``,
+    of the runs the viewer may see) their number and the best and worst final scores."""
+    runs, counted = counted_runs(viewer=viewer)
+    on_current = Q(runs__task_version=F("current_version"), runs__in=runs.filter(counted).values("pk"))
     qs = Task.objects.select_related("current_version").annotate(
         run_count=Count("runs", filter=on_current),
         score_max=Max("runs__final_score", filter=on_current),
@@ -75,10 +82,20 @@ def _sums(*, counted: Q) -> dict:
         "tokens_sum": Sum(F("tokens_in") + F("tokens_out"), filter=counted),
         "seconds_sum": Sum("wall_seconds", filter=counted),
         "steps_sum": Sum("steps_count", filter=counted),
+        "normalised_count": Count(NORMALISED, filter=counted),
+        "normalised_sum": Sum(NORMALISED, filter=counted),
     }
 
 
-SUMS_ONLY = {"improvement_sum", "improvement_sd", "cost_sum", "tokens_sum", "seconds_sum", "steps_sum"}
+SUMS_ONLY = {
+    "improvement_sum",
+    "improvement_sd",
+    "cost_sum",
+    "tokens_sum",
+    "seconds_sum",
+    "steps_sum",
+    "normalised_sum",
+}
 
 
 def _with_figures(group: dict) -> dict:
@@ -107,20 +124,28 @@ def task_agent_rows(*, viewer: Viewer, version: TaskVersion, include_infrastruct
     return sorted((_with_figures(g) for g in groups.order_by()), key=ranking_key)
 
 
-def _ranked_runs(*, viewer: Viewer, current_only: bool, include_infrastructure: bool) -> tuple[QuerySet[Run], Q]:
+def ranked_runs(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> tuple[QuerySet[Run], Q]:
+    """``counted_runs`` on the leaderboard's tasks: the enabled ones (of one ``category`` if given), only the runs
+    of each task's current version if ``current_only``."""
     runs, counted = counted_runs(viewer=viewer, include_infrastructure=include_infrastructure)
     runs = runs.filter(task__is_enabled=True)
     if current_only:
         runs = runs.filter(task_version=F("task__current_version"))
+    if category:
+        runs = runs.filter(task__category=category)
     return runs, counted
 
 
-def leaderboard_rows(*, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False) -> list[dict]:
+def leaderboard_rows(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> list[dict]:
     """One row per agent version and model over every enabled task: the paper's success rate (runs that beat
-    the baseline by the threshold), mean improvement, and efficiency (cost, tokens, time), over the runs that
-    rankings count (``counted_runs``)."""
-    runs, counted = _ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure
+    the baseline by the threshold), mean improvement, mean normalised score, and efficiency (cost, tokens, time),
+    over the runs that rankings count (``counted_runs``); ranked (``ranking_key``)."""
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
     )
     groups = (
         runs.values(*ENTRANT)
@@ -130,10 +155,13 @@ def leaderboard_rows(*, viewer: Viewer, current_only: bool = True, include_infra
     return sorted((_with_figures(g) for g in groups), key=ranking_key)
 
 
-def leaderboard_cells(*, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False) -> list[dict]:
-    """Success rate and mean improvement per agent version, model and task (the paper's per-task table)."""
-    runs, counted = _ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure
+def leaderboard_cells(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> list[dict]:
+    """Success rate, mean improvement and mean normalised score per agent version, model and task (the paper's
+    per-task table)."""
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
     )
     groups = (
         runs.values(*ENTRANT, "task__slug")
@@ -144,18 +172,62 @@ def leaderboard_cells(*, viewer: Viewer, current_only: bool = True, include_infr
     return [_with_figures(g) for g in groups]
 
 
-def leaderboard_matrix(*, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False) -> dict:
-    """The leaderboard page's table: its rows, the tasks that have runs, and for each row its cell on each task
-    (None where it has no runs there); the cells as a list too, for the chart."""
-    options = {"current_only": current_only, "include_infrastructure": include_infrastructure}
+def leaderboard_matrix(
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    category: str = "",
+    sort: str = "",
+) -> dict:
+    """The leaderboard page's table: its rows in the order ``sort`` asks for (``query.board_sort``; the ranking
+    without it), the tasks that have runs, and for each row its cell on each task (None where it has no runs
+    there); the cells as a list too, for the charts."""
+    options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
     rows = leaderboard_rows(viewer=viewer, **options)
     cells = leaderboard_cells(viewer=viewer, **options)
     tasks = sorted({c["task__slug"] for c in cells})
-    by_place = {(*(c[k] for k in ENTRANT), c["task__slug"]): c for c in cells}
-    matrix = [
-        {"row": row, "cells": [by_place.get((*(row[k] for k in ENTRANT), task)) for task in tasks]} for row in rows
-    ]
-    return {"rows": rows, "cells": cells, "tasks": tasks, "matrix": matrix}
+    by_entrant: dict[tuple, dict] = {}
+    for cell in cells:
+        by_entrant.setdefault(tuple(cell[k] for k in ENTRANT), {})[cell["task__slug"]] = cell
+    lines = []
+    for row in rows:
+        by_task = by_entrant.get(tuple(row[k] for k in ENTRANT), {})
+        lines.append({"row": row, "cells": [by_task.get(task) for task in tasks], "cells_by_task": by_task})
+    matrix = board_sort(lines, sort=sort)
+    return {"rows": [line["row"] for line in matrix], "cells": cells, "tasks": tasks, "matrix": matrix}
+
+
+def leaderboard_improvements(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> list[dict]:
+    """The improvement of every counted run that has one, with its entrant and task: the points behind each
+    cell's mean improvement (the improvement distribution chart)."""
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+    )
+    return list(
+        runs.filter(counted, improvement__isnull=False)
+        .values(*ENTRANT, "task__slug", "improvement")
+        .order_by("task__slug", "pk")
+    )
+
+
+def task_run_scores(*, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False) -> dict:
+    """The scores behind a task version's ranking: each counted run's scored steps, in order (``steps``), and
+    each counted run's final score (``finals``), with their entrants."""
+    runs, counted = counted_runs(viewer=viewer, include_infrastructure=include_infrastructure)
+    runs = runs.filter(counted, task_version=version)
+    steps = (
+        Step.objects.filter(run__in=runs.values("pk"), score__isnull=False)
+        .values("run_id", "index", "score", *(f"run__{k}" for k in ENTRANT))
+        .order_by("run_id", "index")
+    )
+    finals = runs.filter(final_score__isnull=False).values("pk", "steps_count", "final_score", *ENTRANT)
+    return {
+        "steps": [{k.removeprefix("run__"): v for k, v in step.items()} for step in steps],
+        "finals": list(finals.order_by("pk")),
+    }
 
 
 def leaderboard_row_export(row: dict) -> dict:
@@ -189,13 +261,19 @@ def entrant_parse(key: str) -> dict:
 
 
 def leaderboard_compare(
-    *, viewer: Viewer, a: dict, b: dict, current_only: bool = True, include_infrastructure: bool = False
+    *,
+    viewer: Viewer,
+    a: dict,
+    b: dict,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    category: str = "",
 ) -> dict:
     """Two rows side by side on the tasks both ran (each task's counts and rates, from the runs the leaderboard
     counts), the tasks only one of them ran, and A's success rate minus B's over the shared tasks with its
     interval (stats.paired_difference)."""
-    runs, counted = _ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
     )
     groups = (
         runs.filter(Q(**a) | Q(**b))

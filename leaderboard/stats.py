@@ -83,8 +83,8 @@ def mean_interval(*, mean: float | None, sd: float | None, count: int) -> tuple[
 def entrant_stats(sums: dict) -> dict:
     """The figures of one agent version and model (over all tasks, or one task) from the database's sums:
     ``runs``, ``successes``, ``scored`` (runs with an improvement), ``improvement_sum``, ``cost_sum``,
-    ``tokens_sum``, ``seconds_sum`` and ``steps_sum``, and ``improvement_sd`` (the sample standard deviation of the
-    improvements, when the database gave it)."""
+    ``tokens_sum``, ``seconds_sum`` and ``steps_sum``, ``improvement_sd`` (the sample standard deviation of the
+    improvements, when the database gave it), and ``normalised_sum`` over ``normalised_count`` runs (when given)."""
     runs = sums["runs"]
     mean_improvement = mean(total=sums["improvement_sum"], count=sums["scored"])
     return {
@@ -98,6 +98,8 @@ def entrant_stats(sums: dict) -> dict:
         "mean_tokens": mean(total=sums["tokens_sum"], count=runs),
         "mean_seconds": mean(total=sums["seconds_sum"], count=runs),
         "mean_steps": mean(total=sums["steps_sum"], count=runs),
+        # 0 = the baseline, 1 = the task's reference score; over the runs with a final score on a task that has one.
+        "mean_normalised": mean(total=sums.get("normalised_sum"), count=sums.get("normalised_count", 0)),
     }
 
 

@@ -1,21 +1,27 @@
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 
 from runner.preparation import prepared_env_listing
 from runner.selectors import runs_list
 from task_bank.models import Task
+from task_bank.package import CATEGORIES
 
-from .charts import cost_vs_success_figure, success_by_task_figure
+from .charts import cost_vs_success_figure, improvement_distribution_figure, success_by_task_figure, task_scores_figure
 from .exports import leaderboard_csv, leaderboard_json
+from .links import runs_href
+from .query import BoardQuery, board_query_parse
 from .selectors import (
     entrant_key,
     entrant_parse,
     home_page,
     leaderboard_compare,
+    leaderboard_improvements,
     leaderboard_matrix,
     leaderboard_rows,
     task_agent_rows,
     task_detail,
+    task_run_scores,
     task_versions,
     tasks_list,
 )
@@ -36,6 +42,7 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(f"no task {slug}") from None
     version = task.current_version
     include_infrastructure = request.GET.get("infra") == "include"
+    scores = task_run_scores(viewer=request.user, version=version, include_infrastructure=include_infrastructure)
     context = {
         "task": task,
         "version": version,
@@ -46,43 +53,69 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "include_infrastructure": include_infrastructure,
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "runs": runs_list(viewer=request.user, task=task.slug)[:20],
+        "scores_chart": task_scores_figure(
+            scores["steps"],
+            scores["finals"],
+            baseline=version.baseline_score,
+            reference=version.reference_score,
+            metric=version.metric_name,
+        )
+        if scores["steps"] or scores["finals"]
+        else None,
     }
     return render(request, "leaderboard/task_detail.html", context)
 
 
 def leaderboard_view(request: HttpRequest) -> HttpResponse:
-    current_only = request.GET.get("versions") != "all"
-    include_infrastructure = request.GET.get("infra") == "include"
-    board = leaderboard_matrix(
-        viewer=request.user, current_only=current_only, include_infrastructure=include_infrastructure
-    )
+    """The leaderboard, its CSV and JSON exports (?format=), filtered and ordered as the query string asks
+    (``query.board_query_parse``); an htmx request for another order (a header's link) gets the table alone."""
+    query, errors = board_query_parse(request.GET)
+    board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
     export = request.GET.get("format")
     if export == "csv":
         response = HttpResponse(leaderboard_csv(board["rows"]), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="leaderboard.csv"'
         return response
     if export == "json":
-        options = {"current_only": current_only, "include_infrastructure": include_infrastructure}
-        return JsonResponse(leaderboard_json(board, **options), json_dumps_params={"indent": 2})
+        return JsonResponse(leaderboard_json(board, query=query), json_dumps_params={"indent": 2})
     context = {
         "matrix": board["matrix"],
         "tasks": board["tasks"],
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "ranking": "with-infrastructure" if include_infrastructure else "counted",
-        "charts": {
-            "success_by_task": success_by_task_figure(board["cells"]) if board["cells"] else None,
-            "cost_vs_success": cost_vs_success_figure(board["rows"]) if board["cells"] else None,
-        },
+        "query": query,
+        "errors": errors,
+        "categories": CATEGORIES,
+        "current_only": query.current_only,
+        "include_infrastructure": query.include_infrastructure,
+        "ranking": "with-infrastructure" if query.include_infrastructure else "counted",
     }
-    return render(request, "leaderboard/leaderboard.html", context)
+    if request.htmx and not request.htmx.history_restore_request:
+        response = render(request, "leaderboard/leaderboard.html#table", context)
+    else:
+        context["charts"] = _leaderboard_charts(request, board=board, query=query, ranking=context["ranking"])
+        response = render(request, "leaderboard/leaderboard.html", context)
+    patch_vary_headers(response, ("HX-Request",))  # the table alone and the page share a URL: caches keep both
+    return response
+
+
+def _leaderboard_charts(request: HttpRequest, *, board: dict, query: BoardQuery, ranking: str) -> dict:
+    if not board["cells"]:
+        return {}
+
+    def href(row: dict) -> str:
+        return runs_href(row, ranking=ranking, current=query.current_only, category=query.category)
+
+    improvements = leaderboard_improvements(viewer=request.user, **query.options())
+    return {
+        "success_by_task": success_by_task_figure(board["cells"]),
+        "cost_vs_success": cost_vs_success_figure(board["rows"], href=href),
+        "improvements": improvement_distribution_figure(improvements) if improvements else None,
+    }
 
 
 def leaderboard_compare_view(request: HttpRequest) -> HttpResponse:
     """Two leaderboard rows, paired on the tasks both ran: chosen with ?a= and ?b= (agent@version[/model])."""
-    current_only = request.GET.get("versions") != "all"
-    include_infrastructure = request.GET.get("infra") == "include"
-    options = {"current_only": current_only, "include_infrastructure": include_infrastructure}
+    query, _ = board_query_parse(request.GET)  # a wrong filter is left at its default, as on the leaderboard
+    options = query.options()
     rows = leaderboard_rows(viewer=request.user, **options)
     keys = [entrant_key(r) for r in rows]
     chosen = {side: request.GET.get(side, "") for side in ("a", "b")}

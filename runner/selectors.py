@@ -78,10 +78,11 @@ def runs_list(
     model: str | None = None,
     ranking: str | None = None,
     current: bool = False,
+    category: str | None = None,
 ) -> QuerySet[Run]:
     """The runs ``viewer`` may see, newest first, filtered by status, task slug, agent name, agent ``version``,
     ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs a leaderboard
-    count stands for) and ``current`` (only runs of their task's current version)."""
+    count stands for), ``current`` (only runs of their task's current version) and the task's ``category``."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by("-created_at")
     qs = with_queue_position(qs)
     if status:
@@ -98,6 +99,8 @@ def runs_list(
         qs = qs.filter(RANKINGS[ranking])
     if current:
         qs = qs.filter(task_version=F("task__current_version"))
+    if category:
+        qs = qs.filter(task__category=category)
     return qs
 
 

@@ -30,7 +30,9 @@ def _step_or_404(run: Run, index: int) -> Step:
 
 
 def run_list_view(request: HttpRequest) -> HttpResponse:
-    filters = {key: request.GET.get(key) or None for key in ("status", "task", "agent", "version", "ranking")}
+    filters = {
+        key: request.GET.get(key) or None for key in ("status", "task", "agent", "version", "ranking", "category")
+    }
     # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
     filters["model"] = request.GET.get("model")
     filters["current"] = request.GET.get("current") == "1"

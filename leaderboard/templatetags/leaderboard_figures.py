@@ -1,10 +1,9 @@
 """A leaderboard row's figures as the pages show them, and the link from a count to the runs behind it."""
 
-from urllib.parse import urlencode
-
 from django import template
-from django.urls import reverse
 
+from ..links import runs_href
+from ..query import sort_link
 from ..stats import mean_label, rate_label
 
 register = template.Library()
@@ -23,16 +22,23 @@ def improvement(row: dict) -> str:
 
 
 @register.simple_tag
-def runs_url(row: dict, task: str = "", ranking: str = "counted", current: bool = True) -> str:
-    """The runs list filtered to the runs behind one of the row's counts: its agent version and model (on
-    ``task`` if given), the runs ``ranking`` names, of each task's current version if ``current``."""
-    query = {"agent": row["agent__name"], "version": row["agent__version"], "model": row["model"]}
-    if task:
-        query["task"] = task
-    query["ranking"] = ranking
-    if current:
-        query["current"] = "1"
-    return f"{reverse('runner:run_list')}?{urlencode(query)}"
+def runs_url(row: dict, task: str = "", ranking: str = "counted", current: bool = True, category: str = "") -> str:
+    """The runs list filtered to the runs behind one of the row's counts (``links.runs_href``)."""
+    return runs_href(row, task=task, ranking=ranking, current=current, category=category)
+
+
+@register.filter
+def normalised(row: dict | None) -> str:
+    """The mean normalised score (0 = the baseline, 1 = the reference) and its n: "0.42 n=3"; "—" without one."""
+    if not row or row.get("mean_normalised") is None:
+        return "—"
+    return f"{float(row['mean_normalised']):.2f} n={row['normalised_count']}"
+
+
+@register.simple_tag
+def sort_url(current: str, column: str) -> str:
+    """The ``sort`` parameter a column's header link asks for (``query.sort_link``)."""
+    return sort_link(current, column)
 
 
 @register.filter

@@ -4,7 +4,15 @@ function drawCharts(root) {
     var source = document.getElementById(element.dataset.figure);
     if (!source || !window.Plotly) return;
     var figure = JSON.parse(source.textContent);
-    window.Plotly.react(element, figure.data, figure.layout, { displaylogo: false, responsive: true });
+    window.Plotly.react(element, figure.data, figure.layout, { displaylogo: false, responsive: true }).then(function () {
+      if (element.dataset.clickable) return;
+      element.dataset.clickable = "1";
+      // A point whose customdata is [label, href] opens href: the runs behind it.
+      element.on("plotly_click", function (event) {
+        var data = event.points.length ? event.points[0].customdata : null;
+        if (Array.isArray(data) && typeof data[1] === "string" && data[1].charAt(0) === "/") window.location.assign(data[1]);
+      });
+    });
   });
 }
 document.addEventListener("DOMContentLoaded", function () { drawCharts(document); });

@@ -49,3 +49,63 @@ def test_a_steps_workspace_changes_load_when_opened(page, live_server, tiny_task
     page.click("#step-0 .file-changes a")
     page.wait_for_selector(".file-view")
     assert page.locator(".file-view pre").inner_text().strip() == "8"
+
+
+@pytest.fixture
+def three_rows(tiny_task):
+    """best: 2 of 2 at 0.09 a run; middle: 1 of 2 at 0.02; cheap: 0 of 3 at 0.001."""
+    for name, outcomes, cost in [("best", [True, True], "0.09"), ("middle", [True, False], "0.02")]:
+        agent = AgentFactory(name=name)
+        for succeeded in outcomes:
+            RunFactory(task_version=tiny_task, agent=agent, succeeded=succeeded, improvement=0.2, cost=Decimal(cost))
+    cheap = AgentFactory(name="cheap")
+    return [
+        RunFactory(task_version=tiny_task, agent=cheap, succeeded=False, improvement=0.0, cost=Decimal("0.001"))
+        for _ in range(3)
+    ]
+
+
+def _agents(page) -> list[str]:
+    return page.locator("#board-table tbody tr td:first-child strong").all_inner_texts()
+
+
+def test_a_header_sorts_the_rows_without_reloading_the_page_and_the_url_keeps_the_order(page, live_server, three_rows):
+    page.goto(f"{live_server.url}/leaderboard/")
+    page.wait_for_selector("#chart-cost-vs-success .main-svg")
+    assert _agents(page) == ["best", "middle", "cheap"]
+    page.evaluate("window.notReloaded = true; window.chartBefore = document.getElementById('chart-cost-vs-success')")
+
+    page.click("#board-table th a.sort:text-is('Mean cost')")
+    page.wait_for_function("document.querySelector('#board-table tbody td strong').textContent === 'cheap'")
+
+    assert _agents(page) == ["cheap", "middle", "best"]
+    assert page.evaluate("window.notReloaded") is True
+    assert page.url.endswith("/leaderboard/?sort=mean_cost")
+    assert page.evaluate("document.getElementById('chart-cost-vs-success') === window.chartBefore")  # not redrawn
+
+    page.click("#board-table th a.sort:text-is('Mean cost')")  # again: the other direction
+    page.wait_for_function("document.querySelector('#board-table tbody td strong').textContent === 'best'")
+    assert page.url.endswith("/leaderboard/?sort=-mean_cost") and page.evaluate("window.notReloaded") is True
+
+    page.reload()  # a reload, or the link shared, shows the same order
+    assert _agents(page) == ["best", "middle", "cheap"]
+    page.goto(f"{live_server.url}/leaderboard/?sort=mean_cost")
+    assert _agents(page) == ["cheap", "middle", "best"]
+
+
+def test_a_click_on_a_cost_chart_point_lands_on_the_filtered_list_of_its_runs(page, live_server, three_rows):
+    page.goto(f"{live_server.url}/leaderboard/")
+    page.wait_for_selector("#chart-cost-vs-success .main-svg")
+    cheap = page.locator("#chart-cost-vs-success .scatterlayer .trace").filter(has_text="cheap@1").locator(".point")
+
+    box = cheap.first.bounding_box()  # on the Pareto frontier's line too: the click must still be the point's
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector("#chart-cost-vs-success .hoverlayer .hovertext")
+    assert "cheap@1" in page.locator("#chart-cost-vs-success .hoverlayer .hovertext").text_content()
+    with page.expect_navigation(timeout=10_000):
+        page.mouse.down()
+        page.mouse.up()
+
+    assert "/runs/?" in page.url and "agent=cheap" in page.url and "ranking=counted" in page.url
+    listed = page.locator("table a[href^='/runs/']").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert sorted(int(href.strip("/").split("/")[-1]) for href in listed) == sorted(r.pk for r in three_rows)

@@ -9,7 +9,7 @@ def test_the_home_page_counts_and_lists_a_private_agents_runs_only_for_its_owner
     html = viewer.client.get(reverse("leaderboard:home")).content.decode()
 
     runs, succeeded = (2, 1) if viewer.may_see else (1, 0)
-    assert f"<strong>{runs}</strong> benchmark runs" in html
+    assert f"<strong>{runs}</strong> runs counted" in html
     assert f"<strong>{succeeded}</strong> succeeded" in html
     assert reverse("runner:run_detail", args=[public_run.pk]) in html
     assert (reverse("runner:run_detail", args=[private_run.pk]) in html) == viewer.may_see

@@ -1,5 +1,7 @@
 """The leaderboard page and the task page with no runs, one run and many: each states what it knows and no more."""
 
+import json
+
 from django.urls import reverse
 
 from ..factories import AgentFactory, RunFactory
@@ -37,3 +39,40 @@ def test_with_many_runs_the_interval_narrows(client, tiny_task):
     table = _table(client.get(BOARD).content.decode())
 
     assert "25.0% [14.2–40.2] n=40" in table  # 10 of 40
+
+
+def test_with_no_runs_the_headers_still_sort_and_no_chart_is_drawn(client, tiny_task):
+    html = client.get(BOARD + "?sort=-mean_cost").content.decode()
+
+    assert "No benchmark runs have ended yet." in _table(html) and 'aria-sort="descending"' in html
+    assert 'id="figure-improvements"' not in html and 'id="figure-cost-vs-success"' not in html
+    task_page = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
+    assert 'id="figure-task-scores"' not in task_page
+
+
+def test_with_one_run_each_chart_has_its_one_point(client, tiny_task):
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="once"), succeeded=True, improvement=0.25, final_score=3)
+
+    html = client.get(BOARD).content.decode()
+    task_page = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
+
+    assert '"y": [25.0]' in html.split('id="figure-improvements"', 1)[1].split("</script>", 1)[0]
+    assert '"y": [3.0]' in task_page.split('id="figure-task-scores"', 1)[1].split("</script>", 1)[0]
+
+
+def test_with_many_runs_every_scored_run_is_a_point_and_sorting_keeps_every_row(client, tiny_task):
+    for name in ("often", "seldom"):
+        agent = AgentFactory(name=name)
+        for i in range(40):
+            RunFactory(task_version=tiny_task, agent=agent, succeeded=i % 4 == 0, improvement=i / 100)
+
+    html = client.get(BOARD + "?sort=agent").content.decode()
+
+    figure = json.loads(html.split('id="figure-improvements" type="application/json">', 1)[1].split("</script>", 1)[0])
+    assert {box["name"]: sorted(box["y"]) for box in figure["data"]} == {
+        "often@1": [float(i) for i in range(40)],
+        "seldom@1": [float(i) for i in range(40)],
+    }
+    table = _table(html)
+    assert table.index("<strong>often</strong>") < table.index("<strong>seldom</strong>")
+    assert table.count("25.0% [14.2–40.2] n=40") == 4  # each row's rate and its one cell

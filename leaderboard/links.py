@@ -1,0 +1,22 @@
+"""Where a leaderboard figure leads: the runs list filtered to the runs behind it."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.urls import reverse
+
+
+def runs_href(row: dict, *, task: str = "", ranking: str = "counted", current: bool = True, category: str = "") -> str:
+    """The runs list filtered to the runs behind one of ``row``'s counts: its agent version and model (on ``task``
+    if given, on the tasks of ``category`` if given), the runs ``ranking`` names (a key of
+    ``runner.selectors.RANKINGS``), of each task's current version if ``current``."""
+    query = {"agent": row["agent__name"], "version": row["agent__version"], "model": row["model"]}
+    if task:
+        query["task"] = task
+    if category:
+        query["category"] = category
+    query["ranking"] = ranking
+    if current:
+        query["current"] = "1"
+    return f"{reverse('runner:run_list')}?{urlencode(query)}"
