@@ -24,6 +24,7 @@ from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, EnvError, Environment
 from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from ..fs import WalkLimitError
 from ..llm import LLMRequestError, complete
 from ..models import Run, Step
 from ..preparation import PreparedTask, TaskPreparationError, task_version_prepare
@@ -40,6 +41,12 @@ from .validation import task_version_validate_queue
 log = logging.getLogger(__name__)
 
 LIVE_OUTPUT_BYTES = 8000
+
+
+def action_model(run: Run, purpose: str) -> str:
+    """The model an LLM-backed action uses: the run's edit model for edits, its fast model for the others."""
+    allowed = run.models_allowed
+    return allowed["edit" if purpose.startswith("edit") else "fast"] if allowed else ""
 
 
 def run_claim(run_id: int, *, worker: str = "") -> Run | None:
@@ -179,6 +186,8 @@ class RunSession:
             self.finish(infrastructure_failure(str(exc)), None)
         except RunAborted as exc:
             self.finish(exc.ending, None)
+        except WalkLimitError as exc:  # a workspace no walk can cover is never half-snapshotted or half-counted
+            self.finish(Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"the workspace {exc}", evaluate=False), None)
         except Exception:
             log.exception("run %s crashed", self.run.pk)
             self.finish(
@@ -274,8 +283,9 @@ class RunSession:
         )
 
     def action_llm(self, messages: list[dict], purpose: str, options: dict) -> str:
-        """Completions for the LLM-backed actions, on the agent's fast model, counted to this run and step."""
-        model = (self.run.agent.config or {}).get("fast_model") or self.run.model
+        """Completions for the LLM-backed actions, on the run's fast model (its edit model for the editing
+        actions), counted to this run and step."""
+        model = action_model(self.run, purpose)
         try:
             result = complete(
                 run=self.run,

@@ -1,0 +1,334 @@
+"""The containment suite: each test is an attack from issue 10's table, and passes only when it is stopped.
+
+Uploaded agents get nothing they were not given; hostile names and sizes are data, not crashes; the worker never
+loads an untrusted file whole; snapshots cannot be fooled; a workspace no walk can cover fails closed."""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+from django.conf import settings as django_settings
+
+from runner import fs
+from runner.agent_packages import AgentPackageError, agent_import
+from runner.execution import run_execute
+from runner.models import Agent, LLMCall, ModelEndpoint, Step
+from runner.services import run_create
+from runner.snapshots import BlobStore, Snapshotter, manifest_restore
+from task_bank.package import TaskPackageError
+from task_bank.services import task_import_source
+
+from ..factories import AgentFactory, package_write
+
+bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def llm(messages_text: str, **extra) -> dict:
+    return {"type": "llm", "messages": [{"role": "user", "content": messages_text}], "purpose": "probe", **extra}
+
+
+def agent_answers(run) -> list[dict]:
+    """What the scripted agent was answered, in order (it prints each answer to its log)."""
+    return [
+        json.loads(line[len("answer: ") :]) for line in run.stderr_tail.splitlines() if line.startswith("answer: {")
+    ]
+
+
+# -- uploaded agents get nothing they were not given ------------------------------------------------------------
+
+
+@pytest.fixture
+def paid(db, llm_server):
+    """An expensive endpoint the platform has configured, which nobody gave the runs below."""
+    return ModelEndpoint.objects.create(
+        name="paid", base_url=llm_server.base_url, model_id="scripted-paid", timeout_s=5
+    )
+
+
+@pytest.mark.django_db
+def test_an_agent_package_whose_config_names_a_model_is_refused_at_import(tmp_path):
+    root = tmp_path / "greedy"
+    root.mkdir()
+    (root / "agent.toml").write_text(
+        'name = "greedy"\nentrypoint = "main"\nuses_llm = true\n[config]\nfast_model = "paid"\ntemperature = 0.1\n'
+    )
+    (root / "main.py").write_text("print('hi')\n")
+    with pytest.raises(AgentPackageError, match=r"\[config\] fast_model would choose a model or an endpoint"):
+        agent_import(source=root)
+    for key in ("edit_model", "base_url", "api_key_env", "summary_endpoint"):
+        (root / "agent.toml").write_text(f'name = "greedy"\nentrypoint = "main"\n[config]\n{key} = "x"\n')
+        with pytest.raises(AgentPackageError, match=key):
+            agent_import(source=root)
+    assert not Agent.objects.filter(name="greedy").exists()
+
+
+@pytest.mark.django_db
+def test_a_packages_default_model_does_not_give_a_run_started_without_one_a_model(tmp_path, tiny_task, paid):
+    root = tmp_path / "suggests"
+    root.mkdir()
+    (root / "agent.toml").write_text('name = "suggests"\nentrypoint = "main"\ndefault_model = "paid"\n')
+    (root / "main.py").write_text("print('hi')\n")
+    agent, _ = agent_import(source=root)
+
+    run = run_create(task=tiny_task.task, agent=agent, enqueue=False)
+
+    assert run.model == "" and run.models_allowed == {}
+
+
+@bwrap
+@pytest.mark.django_db(transaction=True)
+def test_an_uploaded_agent_asking_for_a_model_it_was_not_given_is_refused_and_nothing_reaches_it(
+    tiny_task, endpoint, paid, llm_server
+):
+    llm_server.default = lambda request: "fine"
+    # An agent stored before packages were checked, whose config still names the paid endpoint.
+    script = [
+        llm("use the paid one", model="paid"),
+        llm("and the run's own", model="test-model"),
+        {"type": "act", "action": "Reflection", "input": {"things_to_reflect_on": "anything"}},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    agent = AgentFactory(config={"script": script, "fast_model": "paid", "edit_model": "paid"})
+
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
+
+    assert run.status == "finished", run.error
+    refused, allowed = agent_answers(run)[:2]
+    assert refused["type"] == "error" and "may use only the models it was started with" in refused["message"]
+    assert "'paid'" in refused["message"] and allowed["type"] == "completion"
+    # The Reflection action ran on the run's model, not the one the agent's config names.
+    assert [r["model"] for r in llm_server.requests] == ["scripted-1", "scripted-1"]
+    assert set(LLMCall.objects.filter(run=run).values_list("endpoint", flat=True)) == {"test-model"}
+
+
+@bwrap
+@pytest.mark.django_db(transaction=True)
+def test_a_run_started_without_a_model_makes_no_llm_call_at_all(tiny_task, endpoint, paid, llm_server):
+    script = [
+        llm("anything", model="paid"),
+        llm("anything"),
+        {"type": "act", "action": "Reflection", "input": {"things_to_reflect_on": "anything"}},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    agent = AgentFactory(config={"script": script, "fast_model": "paid"}, default_model="paid")
+
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
+
+    assert run.status == "finished", run.error
+    first, second = agent_answers(run)[:2]
+    assert first["type"] == second["type"] == "error" and "this run has no model" in first["message"]
+    reflection = Step.objects.get(run=run, index=0)
+    assert reflection.observation.startswith("Invalid action: Reflection")
+    assert llm_server.requests == [] and not LLMCall.objects.filter(run=run).exists()
+
+
+@pytest.mark.django_db
+def test_the_runs_starter_chooses_the_fast_and_edit_models(tiny_task, endpoint, paid):
+    from runner.execution.session import action_model
+    from runner.services import RunRequestError
+
+    run = run_create(task=tiny_task.task, agent=AgentFactory(), model="test-model", fast_model="paid", enqueue=False)
+    assert run.models_allowed == {"main": "test-model", "fast": "paid", "edit": "paid"}
+    assert action_model(run, "reflection") == "paid" and action_model(run, "edit script") == "paid"
+    with pytest.raises(RunRequestError, match="needs a main model"):
+        run_create(task=tiny_task.task, agent=AgentFactory(), fast_model="paid", enqueue=False)
+    with pytest.raises(RunRequestError, match="no enabled model endpoint named 'elsewhere'"):
+        run_create(task=tiny_task.task, agent=AgentFactory(), model="test-model", edit_model="elsewhere")
+
+
+# -- hostile names and sizes are data, not crashes -------------------------------------------------------------
+
+
+def zip_with(names: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in names.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+@pytest.mark.django_db
+def test_a_zip_member_name_over_255_bytes_is_a_package_error_for_tasks_and_agents(tmp_path):
+    long_name = "a" * 300 + ".txt"
+    root = package_write(tmp_path / "tiny")
+    members = {f"tiny/{p.relative_to(root).as_posix()}": p.read_text() for p in root.rglob("*") if p.is_file()}
+    (tmp_path / "task.zip").write_bytes(zip_with({**members, f"tiny/env/{long_name}": "x"}))
+    with pytest.raises(TaskPackageError, match="a name over 255 bytes"):
+        task_import_source(source=tmp_path / "task.zip", slug="long")
+
+    agent_files = {"agent/agent.toml": 'name = "longname"\nentrypoint = "main"\n', "agent/main.py": "print(1)\n"}
+    (tmp_path / "agent.zip").write_bytes(zip_with({**agent_files, f"agent/{long_name}": "x"}))
+    with pytest.raises(AgentPackageError, match="a name over 255 bytes"):
+        agent_import(source=tmp_path / "agent.zip")
+    (tmp_path / "deep.zip").write_bytes(zip_with({**agent_files, "agent/" + "d/" * 600 + "x.txt": "x"}))
+    with pytest.raises(AgentPackageError, match="over 1024 bytes"):
+        agent_import(source=tmp_path / "deep.zip")
+
+
+@bwrap
+def test_list_files_shows_a_name_that_is_not_utf8_escaped(make_env):
+    env = make_env({"make.py": "open(b'bad\\xffname.txt', 'w').write('x')\n"})
+    env.execute("Execute Script", {"script_name": "make.py"})
+
+    outcome = env.execute("List Files", {"dir_path": "."})
+
+    assert not outcome.error
+    assert "bad\\xffname.txt" in outcome.observation
+    outcome.observation.encode("utf-8")  # text a database and a page can hold
+
+
+@bwrap
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_script_makes_a_name_that_is_not_utf8_goes_on_and_its_pages_show_it(client, tiny_task):
+    script = [
+        {
+            "type": "act",
+            "action": "Write File",
+            "input": {"file_name": "make.py", "content": "open(b'bad\\xff.txt', 'w')"},
+        },
+        {"type": "act", "action": "Execute Script", "input": {"script_name": "make.py"}},
+        {"type": "act", "action": "List Files", "input": {"dir_path": "."}},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
+
+    assert run.status == "finished", run.error
+    assert "bad\\xff.txt" in Step.objects.get(run=run, index=2).observation
+    files = client.get(f"/runs/{run.pk}/steps/2/files/")
+    changes = client.get(f"/runs/{run.pk}/steps/1/changes/")
+    assert files.status_code == changes.status_code == 200
+    assert "bad\\xff.txt" in files.content.decode() and "bad\\xff.txt" in changes.content.decode()
+    assert client.get(f"/runs/{run.pk}/trace.json").status_code == 200
+
+
+# -- the worker never loads an untrusted file whole ------------------------------------------------------------
+
+SPARSE_COPY = """
+import os, resource, sys
+import django
+django.setup()
+from runner.actions import Environment
+from runner.sandboxes import get_sandbox
+from runner.snapshots import BlobStore, Snapshotter
+
+workspace = sys.argv[1]
+env = Environment(workspace=workspace, sandbox=get_sandbox("local"), workspace_limit_mb=0)
+for destination in ("copy.bin", "copy.bin"):  # the second copy also keeps a backup of the first
+    outcome = env.execute("Copy File", {"source": "sparse.bin", "destination": destination})
+    assert not outcome.error, outcome.observation
+Snapshotter(env.workspace, BlobStore(sys.argv[2])).take()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def allocated_mb(root) -> float:
+    return sum(os.lstat(p).st_blocks * 512 for p in root.rglob("*") if p.is_file()) / (1 << 20)
+
+
+def test_copy_file_backup_and_snapshot_of_a_multi_gb_sparse_file_keep_the_workers_memory_and_disk_bounded(tmp_path):
+    workspace, blobs = tmp_path / "ws", tmp_path / "blobs"
+    workspace.mkdir()
+    with open(workspace / "sparse.bin", "wb") as fh:
+        fh.write(b"head")
+        fh.truncate(3 << 30)  # 3 GiB, nearly all hole
+        fh.seek((3 << 30) - 4)
+        fh.write(b"tail")
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings", PYTHONPATH=str(django_settings.BASE_DIR))
+    done = subprocess.run(
+        [sys.executable, "-c", SPARSE_COPY, str(workspace), str(blobs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=django_settings.BASE_DIR,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak_mb = int(done.stdout.split()[-1])
+    assert peak_mb < 400, f"the worker's memory peaked at {peak_mb} MB"
+    copies = [workspace / "copy.bin", *(workspace / "backup").iterdir()]
+    assert len(copies) == 2 and all(p.stat().st_size == 3 << 30 for p in copies)
+    assert (workspace / "copy.bin").read_bytes()[:4] == b"head"
+    assert allocated_mb(workspace) < 50 and allocated_mb(blobs) < 50  # holes stay holes
+
+
+# -- snapshots that cannot be fooled ---------------------------------------------------------------------------
+
+
+@bwrap
+def test_a_same_size_same_mtime_rewrite_by_sandboxed_code_changes_the_snapshot(make_env, tmp_path):
+    env = make_env({"train.py": "EPOCHS = 1\n"})
+    store = BlobStore(tmp_path / "blobs")
+    snapshotter = Snapshotter(env.workspace, store)
+    _, before = snapshotter.take()
+    forge = textwrap.dedent("""
+        import os
+        st = os.stat("train.py")
+        with open("train.py", "r+") as fh:
+            fh.write("EPOCHS = 9\\n")
+        os.utime("train.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+        print("forged")
+    """)
+    (env.workspace / "forge.py").write_text(forge)
+    assert "forged" in env.execute("Execute Script", {"script_name": "forge.py"}).observation
+    assert fs.stat_key(os.stat(env.workspace / "train.py")) == snapshotter._known["train.py"][0]  # forged key
+
+    _, after = snapshotter.take()
+
+    assert after["train.py"][0] != before["train.py"][0]
+    assert store.read_bytes(after["train.py"][0]) == b"EPOCHS = 9\n"
+
+
+def test_a_restored_read_only_file_is_not_hashed_again_but_a_writable_one_is(tmp_path):
+    store = BlobStore(tmp_path / "blobs")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "data.bin").write_bytes(b"d" * 1000)
+    (src / "train.py").write_text("v1\n")
+    _, manifest = Snapshotter(src, store).take()
+    snapshotter = manifest_restore(manifest, tmp_path / "ws", store, link={"data.bin"})
+    os.chmod(tmp_path / "ws" / "train.py", 0o644)
+    key = fs.stat_key(os.stat(tmp_path / "ws" / "train.py"))
+    with open(tmp_path / "ws" / "train.py", "r+") as fh:
+        fh.write("v2\n")
+    os.utime(tmp_path / "ws" / "train.py", ns=(key[2], key[2]))
+
+    _, after = snapshotter.take()
+
+    assert after["data.bin"] == manifest["data.bin"] and after["train.py"] != manifest["train.py"]
+
+
+# -- a workspace no walk can cover fails closed ----------------------------------------------------------------
+
+
+@bwrap
+@pytest.mark.django_db(transaction=True)
+def test_files_nested_deeper_than_a_walk_goes_end_the_run_at_a_limit_not_uncounted(tiny_task):
+    nest = (
+        "import os\nfor i in range(80):\n    os.mkdir('d')\n    os.chdir('d')\nopen('big.bin', 'wb').write(b'x' * 1000)"
+    )
+    script = [
+        {"type": "act", "action": "Write File", "input": {"file_name": "nest.py", "content": nest}},
+        {"type": "act", "action": "Execute Script", "input": {"script_name": "nest.py"}},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
+
+    assert (run.status, run.failure_kind) == ("failed", "limit")
+    assert "nested more than 64 deep" in run.error
+    assert not Step.objects.filter(run=run, action="Final Answer").exists()
+
+
+@bwrap
+def test_more_files_than_a_walk_covers_is_an_error_not_a_snapshot_with_files_missing(make_env, monkeypatch):
+    monkeypatch.setattr(fs, "MAX_FILES", 50)
+    env = make_env({"many.py": "for i in range(60):\n    open(f'f{i}.txt', 'w').write('x')\n"})
+    with pytest.raises(fs.WalkLimitError, match="more than 50 files"):
+        env.execute("Execute Script", {"script_name": "many.py"})
+    with pytest.raises(fs.WalkLimitError, match="more than 50 files"):
+        Snapshotter(env.workspace, BlobStore()).take()
