@@ -290,6 +290,11 @@ BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 BENCH_MODEL_ENDPOINTS = os.environ.get("BENCH_MODEL_ENDPOINTS", "")
 BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
 BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
+# A run's workspace on a filesystem of its own, of the limit's size (runner/workspaces.py): "tmpfs" (the kernel
+# refuses the write over the limit; needs a root worker, and tmpfs pages are memory) or "none" (a plain folder
+# whose allocated blocks are counted after every action).
+BENCH_WORKSPACE_FS = os.environ.get("BENCH_WORKSPACE_FS") or ("tmpfs" if os.geteuid() == 0 else "none")
+BENCH_WORKSPACE_MAX_FILES = env_int("BENCH_WORKSPACE_MAX_FILES", 100_000)
 
 # --- Task packages ------------------------------------------------------------------------------------
 BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)

@@ -112,7 +112,18 @@ def open_file(
     owner: tuple[int, int] | None = None,
 ) -> int:
     """Open a regular file below root for reading or writing; links and special files are refused."""
-    parts = split(rel)
+    return _open_parts(root, split(rel), flags, mode=mode, create_dirs=create_dirs, owner=owner)
+
+
+def _open_parts(
+    root: Path,
+    parts: list[str],
+    flags: int,
+    *,
+    mode: int = 0o644,
+    create_dirs: bool = False,
+    owner: tuple[int, int] | None = None,
+) -> int:
     if not parts:
         raise UnsafePath("the path names the workspace itself, not a file")
     with _fd(open_dir(root, parts[:-1], create=create_dirs, owner=owner)) as parent:
@@ -326,5 +337,9 @@ def walk_files(
 
 
 def open_entry(root: Path, rel: str) -> int:
-    """Open a file found by walk_files for reading (refusing it if it became a link or special file)."""
-    return open_file(root, rel, os.O_RDONLY)
+    """Open a file found by walk_files for reading (refusing it if it became a link or special file). Its name
+    may be any bytes (held as surrogates): a file the sandbox named so is still part of the workspace."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise UnsafePath("the path is not a file found below the root")
+    return _open_parts(root, parts, os.O_RDONLY)

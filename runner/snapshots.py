@@ -228,7 +228,10 @@ def manifest_diff(before: Manifest, after: Manifest) -> dict[str, list[str]]:
 
 def remove_tree(path: Path) -> None:
     """Remove a folder whatever a sandboxed process left in it (links, deep nesting, odd permissions)."""
+    from .workspaces import workspace_unmount  # a sized workspace: its mounts go first
+
     path = Path(path)
+    workspace_unmount(path)
     if not path.exists() and not path.is_symlink():
         return
     try:

@@ -83,9 +83,11 @@ class Environment:
             self._repl.close()
 
     def workspace_size_mb(self) -> float:
-        """Size of what the agent put in the workspace (the task's read-only files do not count)."""
+        """Disk space of what the agent put in the workspace: the blocks its files occupy (a sparse file counts
+        what it really holds; the task's read-only files do not count). A workspace too deep or with too many
+        files to walk raises fs.WalkLimitError: it fails closed, never counted short."""
         skip = set(self.read_only_files)
-        total = sum(entry.size for entry in fs.walk_files(self.workspace) if entry.rel not in skip)
+        total = sum(entry.allocated for entry in fs.walk_files(self.workspace) if entry.rel not in skip)
         return total / (1024 * 1024)
 
     @property
@@ -208,9 +210,12 @@ class Environment:
         if name != FINAL_ANSWER and self.workspace_limit_mb:
             size = self.workspace_size_mb()
             if size > self.workspace_limit_mb:
+                stopped = self._repl is not None and self._repl.proc is not None
+                self.close()  # a REPL's background threads may be what keeps writing
                 outcome.observation += (
                     f"\n\nWarning: the workspace holds {size:.0f} MB, over its limit of {self.workspace_limit_mb} MB. "
-                    "Scripts that write more will be stopped; delete files you do not need."
+                    + ("The Python REPL was stopped (its variables are gone). " if stopped else "")
+                    + "Scripts that write more will be stopped; delete files you do not need."
                 )
         return outcome
 

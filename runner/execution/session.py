@@ -31,8 +31,9 @@ from ..preparation import PreparedTask, TaskPreparationError, task_version_prepa
 from ..sandbox import Limits, SandboxError
 from ..sandbox.process import HeadTail
 from ..sandboxes import get_sandbox
-from ..snapshots import BlobStore, Manifest, remove_tree, workspace_restore
+from ..snapshots import BlobStore, Manifest, remove_tree
 from ..text import db_text
+from ..workspaces import WorkspaceMountError, workspace_layout
 from .conversation import Conversation
 from .endings import Cancelled, Ending, LostOwnership, OutOfTime, RunAborted, RunInterrupted, infrastructure_failure
 from .recording import run_finish, step_record
@@ -182,7 +183,7 @@ class RunSession:
             log.warning("run %s: no longer ours (attempt %s); stopping without writing", self.run.pk, self.attempt)
         except RunInterrupted as exc:
             self.finish(exc.ending(self.run), None)
-        except (TaskPreparationError, SandboxError) as exc:
+        except (TaskPreparationError, SandboxError, WorkspaceMountError) as exc:
             self.finish(infrastructure_failure(str(exc)), None)
         except RunAborted as exc:
             self.finish(exc.ending, None)
@@ -252,8 +253,15 @@ class RunSession:
         self.dir.mkdir(parents=True, exist_ok=True)
         last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
         manifest = self.store.manifest_load(last) if last else prepared.env_manifest
-        self.snapshotter = workspace_restore(
-            manifest, self.workspace, self.store, read_only=set(prepared.read_only_files), sandbox=self.sandbox
+        self.snapshotter = workspace_layout(  # a sized filesystem where the worker can mount one
+            manifest,
+            self.workspace,
+            self.store,
+            read_only=set(prepared.read_only_files),
+            sandbox=self.sandbox,
+            filesystem=settings.BENCH_WORKSPACE_FS,
+            limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
+            max_files=settings.BENCH_WORKSPACE_MAX_FILES,
         )
         if not self.run.initial_snapshot:
             self.run.initial_snapshot = prepared.env_manifest_sha
