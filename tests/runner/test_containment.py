@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
@@ -465,3 +466,66 @@ def test_deep_nesting_more_files_and_sparse_files_cannot_pass_the_sized_workspac
     run("clean.py")
     assert "sparse ok" in run("sparse.py")  # holes cost nothing; filling them would hit the limit
     assert "refused 28" in run("fill.py") and used_mb(env) <= 21
+
+
+# -- per-sandbox process limits --------------------------------------------------------------------------------
+
+
+@bwrap
+@pytest.mark.skipif(not __import__("runner.sandbox.cgroups").sandbox.cgroups.available(), reason="no cgroups here")
+def test_processes_held_in_one_sandbox_do_not_count_against_another(tmp_path):
+    from runner.actions import Environment
+    from runner.sandbox import Limits
+    from runner.sandbox.identity import writable_for_sandbox
+    from runner.sandboxes import get_sandbox
+
+    def environment(name: str, processes: int) -> Environment:
+        workspace = tmp_path / name
+        workspace.mkdir()
+        box = get_sandbox("bwrap")
+        writable_for_sandbox(workspace, box.ids)
+        return Environment(
+            workspace=workspace, sandbox=box, python=box.python, limits=Limits(processes=processes), action_timeout_s=60
+        )
+
+    hog, other = environment("hog", 100), environment("other", 20)
+    try:
+        held = hog.execute(
+            "Python REPL",
+            {"command": "import subprocess\nheld = [subprocess.Popen(['sleep', '600']) for _ in range(60)]\n"
+             "print('holding', len(held))"},
+        )  # fmt: skip
+        assert "holding 60" in held.observation
+        (other.workspace / "spawn.py").write_text(
+            "import subprocess\nstarted = []\ntry:\n    for _ in range(15):\n"
+            "        started.append(subprocess.Popen(['sleep', '30']))\n"
+            "except OSError as exc:\n    print('refused', exc)\n"
+            "print('started', len(started))\nfor p in started:\n    p.kill()\n"
+        )
+        outcome = other.execute("Execute Script", {"script_name": "spawn.py"})
+        assert "started 15" in outcome.observation, outcome.observation
+    finally:
+        hog.close()
+        other.close()
+
+
+def test_a_worker_removes_only_empty_groups_of_other_workers_and_kills_nothing_in_them(tmp_path, monkeypatch):
+    from runner.sandbox import cgroups
+
+    shared = tmp_path / "mlab-bench"
+    live = shared / "w-otherlive" / "s0"
+    dead = shared / "w-otherdead" / "s3"
+    mine = shared / cgroups.WORKER / "s1"
+    for group in (live, dead, mine):
+        group.mkdir(parents=True)
+        (group / "cgroup.procs").write_text("")
+    for parent in (shared / "w-otherlive", shared / "w-otherdead", shared / cgroups.WORKER):
+        (parent / "cgroup.procs").write_text("")
+    (live / "cgroup.procs").write_text("4242\n")  # a process in another PID namespace, alive for its worker
+    killed = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append(pid))
+    monkeypatch.setattr(Path, "rmdir", lambda self: shutil.rmtree(self))  # cgroupfs rmdir of a group with files
+
+    cgroups._remove_empty_others(shared)
+
+    assert live.exists() and mine.exists() and not dead.parent.exists() and killed == []
