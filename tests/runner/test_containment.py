@@ -207,6 +207,30 @@ def test_a_run_whose_script_makes_a_name_that_is_not_utf8_goes_on_and_its_pages_
     assert client.get(f"/runs/{run.pk}/trace.json").status_code == 200
 
 
+@pytest.mark.django_db
+def test_the_files_and_changes_pages_of_a_200000_file_step_are_pages_of_bounded_size(client, tiny_task):
+    from ..factories import RunFactory, StepFactory
+
+    store = BlobStore()
+    sha = store.put_bytes(b"line\n" * 1000)
+    manifest = {f"dir{i // 1000}/file{i:06d}.txt": [sha, 5000] for i in range(200_000)}
+    run = RunFactory(task_version=tiny_task, initial_snapshot=store.manifest_save({}), steps_count=1)
+    StepFactory(run=run, index=0, snapshot=store.manifest_save(manifest))
+
+    files = client.get(f"/runs/{run.pk}/steps/0/files/")
+    changes = client.get(f"/runs/{run.pk}/steps/0/changes/")
+    last = client.get(f"/runs/{run.pk}/steps/0/files/", {"page": "400"})
+
+    assert files.status_code == changes.status_code == last.status_code == 200
+    assert len(files.content) < 200_000 and len(changes.content) < 1_200_000  # not 20 MB and 33 MB
+    assert "200000 files · page 1 of 400" in files.content.decode()
+    assert (
+        files.content.decode().count('<li><a href="?path=') == 500 and "dir99/file099999.txt" in last.content.decode()
+    )
+    assert "200000 files changed · page 1 of 2000" in changes.content.decode()
+    assert changes.content.decode().count('class="change-added"') == 100
+
+
 # -- the worker never loads an untrusted file whole ------------------------------------------------------------
 
 SPARSE_COPY = """
