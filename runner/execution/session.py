@@ -323,7 +323,7 @@ class RunSession:
 
     def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
         """Commit the step (with the workspace snapshot after it) before the agent sees the observation."""
-        snapshot, _ = self.snapshotter.take()
+        snapshot, _ = self.snapshotter.take(full=self.environment.sandbox_may_have_written())
         step = step_record(
             run=self.run,
             index=self.step_index,

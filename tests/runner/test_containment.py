@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -306,6 +307,34 @@ def test_a_same_size_same_mtime_rewrite_by_sandboxed_code_changes_the_snapshot(m
 
     assert after["train.py"][0] != before["train.py"][0]
     assert store.read_bytes(after["train.py"][0]) == b"EPOCHS = 9\n"
+
+
+@bwrap
+def test_a_repl_thread_rewriting_a_file_unseen_between_steps_still_changes_the_next_snapshot(make_env, tmp_path):
+    env = make_env({"train.py": "EPOCHS = 1\n"})
+    snapshotter = Snapshotter(env.workspace, BlobStore(tmp_path / "blobs"))
+    snapshotter.take()
+    command = (
+        "import os, threading, time\n"
+        "def forge():\n"
+        "    time.sleep(1)\n"
+        "    st = os.stat('train.py')\n"
+        "    with open('train.py', 'r+') as fh:\n"
+        "        fh.write('EPOCHS = 7\\n')\n"
+        "    os.utime('train.py', ns=(st.st_atime_ns, st.st_mtime_ns))\n"
+        "threading.Thread(target=forge).start()\n"
+        "print('armed')"
+    )
+    assert "armed" in env.execute("Python REPL", {"command": command}).observation
+    _, after_repl = snapshotter.take(full=env.sandbox_may_have_written())
+    while (env.workspace / "train.py").read_text() != "EPOCHS = 7\n":  # pytest's timeout bounds a hang
+        time.sleep(0.1)
+    env.execute("List Files", {"dir_path": "."})  # a file action: only the REPL left alive could have written
+
+    _, after_listing = snapshotter.take(full=env.sandbox_may_have_written())
+
+    assert after_listing["train.py"] != after_repl["train.py"]
+    env.close()
 
 
 def test_a_restored_read_only_file_is_not_hashed_again_but_a_writable_one_is(tmp_path):
