@@ -104,7 +104,11 @@ def test_an_uploaded_agent_asking_for_a_model_it_was_not_given_is_refused_and_no
     assert "'paid'" in refused and json.loads(allowed)["type"] == "completion"
     # The Reflection action ran on the run's model, not the one the agent's config names.
     assert [r["model"] for r in llm_server.requests] == ["scripted-1", "scripted-1"]
-    assert set(LLMCall.objects.filter(run=run).values_list("endpoint", flat=True)) == {"test-model"}
+    answered = LLMCall.objects.filter(run=run, error="")
+    assert set(answered.values_list("endpoint", flat=True)) == {"test-model"} and answered.count() == 2
+    # The attempt is on the record: the trace shows what the agent asked for, and that it was refused.
+    refusal = LLMCall.objects.get(run=run, model="paid")
+    assert refusal.error.startswith("refused, no endpoint called") and refusal.tokens_in == refusal.cost == 0
 
 
 @bwrap
@@ -125,7 +129,9 @@ def test_a_run_started_without_a_model_makes_no_llm_call_at_all(tiny_task, endpo
     assert all('"type": "error"' in a and "this run has no model" in a for a in (first, second))
     reflection = Step.objects.get(run=run, index=0)
     assert reflection.observation.startswith("Invalid action: Reflection")
-    assert llm_server.requests == [] and not LLMCall.objects.filter(run=run).exists()
+    assert llm_server.requests == []  # no endpoint saw anything; the two refusals are on the record
+    calls = LLMCall.objects.filter(run=run)
+    assert calls.count() == 2 and all(c.error.startswith("refused") and c.tokens_in == 0 for c in calls)
 
 
 @pytest.mark.django_db
