@@ -527,6 +527,28 @@ def test_deep_nesting_more_files_and_sparse_files_cannot_pass_the_sized_workspac
     assert "refused 28" in run("fill.py") and used_mb(env) <= 21
 
 
+@bwrap
+def test_without_a_sized_filesystem_a_repl_writer_over_the_limit_is_stopped_after_the_action(make_env):
+    env = make_env(workspace_limit_mb=5)  # a plain folder: what an unprivileged worker has
+    command = (
+        "import threading, time\n"
+        "def fill():\n"
+        "    with open('fill.bin', 'wb') as fh:\n"
+        "        while True:\n"
+        "            fh.write(b'x' * (1 << 20)); fh.flush(); time.sleep(0.05)\n"
+        "threading.Thread(target=fill, daemon=True).start()"
+    )
+    env.execute("Python REPL", {"command": command})
+    (env.workspace / "wait.py").write_text(
+        "import os, time\nwhile os.path.getsize('fill.bin') < (8 << 20):\n    time.sleep(0.05)\n"
+    )
+    outcome = env.execute("Execute Script", {"script_name": "wait.py"})
+    assert "over its limit of 5 MB" in outcome.observation and "The Python REPL was stopped" in outcome.observation
+    size = (env.workspace / "fill.bin").stat().st_size
+    time.sleep(1)
+    assert (env.workspace / "fill.bin").stat().st_size == size  # nothing writes any more
+
+
 # -- per-sandbox process limits --------------------------------------------------------------------------------
 
 
