@@ -24,7 +24,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 ROOT = Path("/sys/fs/cgroup")
-WORKER = f"w-{uuid.uuid4().hex[:16]}"  # this worker process's folder of groups
+WORKER = f"w-{uuid.uuid4().hex[:16]}"  # this worker's folder of groups (shared by the processes it forks)
 _counter = itertools.count()
 
 
@@ -114,7 +114,7 @@ class Cgroup:
         if layout is None:
             return None
         version, bases = layout
-        name = f"s{next(_counter)}"
+        name = f"s{os.getpid()}-{next(_counter)}"  # forked pool processes share the worker's folder
         paths = {controller: base / name for controller, base in bases.items()}
         try:
             for path in paths.values():
