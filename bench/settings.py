@@ -237,6 +237,9 @@ BENCH_DOCKER_USER = os.environ.get("BENCH_DOCKER_USER", "65534:65534")
 # The unprivileged user sandboxed code runs as when the worker runs as root (nobody by default).
 BENCH_SANDBOX_UID = env_int("BENCH_SANDBOX_UID", 65534)
 BENCH_SANDBOX_GID = env_int("BENCH_SANDBOX_GID", 65534)
+# "FIRST-LAST": each run's sandboxed code runs as a uid (and gid) of its own from this range, so per-user
+# limits (RLIMIT_NPROC where there are no cgroups) count one run only. Empty: every run as BENCH_SANDBOX_UID.
+BENCH_SANDBOX_UID_RANGE = os.environ.get("BENCH_SANDBOX_UID_RANGE", "")
 BENCH_ACTION_TIMEOUT_S = env_int("BENCH_ACTION_TIMEOUT_S", 1800)
 # CPU seconds one script may use; 0 = the action time limit times the task's cpus (so a script that runs more
 # threads than its share is stopped with a message instead of starving the rest of the worker).

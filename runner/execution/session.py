@@ -163,7 +163,7 @@ class RunSession:
     # -- the whole run -------------------------------------------------------------------------------------
     def execute(self) -> None:
         try:
-            self.sandbox = get_sandbox(self.run.sandbox or None)
+            self.sandbox = get_sandbox(self.run.sandbox or None, run_id=self.run.pk)
             if self.run.purpose == Run.Purpose.BENCHMARK:
                 self.ensure_validated()
             prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick)

@@ -610,3 +610,63 @@ def test_a_worker_removes_only_empty_groups_of_other_workers_and_kills_nothing_i
     cgroups._remove_empty_others(shared)
 
     assert live.exists() and mine.exists() and not dead.parent.exists() and killed == []
+
+
+@bwrap
+@needs_root
+def test_without_cgroups_runs_with_uids_of_their_own_do_not_starve_each_other(tmp_path, settings, monkeypatch):
+    from runner.actions import Environment
+    from runner.sandbox import Limits
+    from runner.sandbox.cgroups import Cgroup
+    from runner.sandbox.identity import writable_for_sandbox
+    from runner.sandboxes import get_sandbox
+
+    monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, **kwargs: None))  # a host without cgroups
+    settings.BENCH_SANDBOX_UID_RANGE = "300000-300999"
+
+    def environment(run_id: int, processes: int) -> Environment:
+        workspace = tmp_path / str(run_id)
+        workspace.mkdir()
+        box = get_sandbox("bwrap", run_id=run_id)
+        writable_for_sandbox(workspace, box.ids)
+        limits = Limits(processes=processes)
+        return Environment(workspace=workspace, sandbox=box, python=box.python, limits=limits, action_timeout_s=60)
+
+    hog, other = environment(7, 100), environment(8, 20)
+    assert hog.sandbox.ids == (300007, 300007) and other.sandbox.ids == (300008, 300008)
+    try:
+        held = hog.execute(
+            "Python REPL",
+            {"command": "import subprocess\nheld = [subprocess.Popen(['sleep', '600']) for _ in range(60)]\n"
+             "print('holding', len(held))"},
+        )  # fmt: skip
+        assert "holding 60" in held.observation
+        (other.workspace / "spawn.py").write_text(
+            "import os, subprocess\nstarted = [subprocess.Popen(['sleep', '30']) for _ in range(15)]\n"
+            "print('uid', os.getuid(), 'started', len(started))\nfor p in started:\n    p.kill()\n"
+        )
+        outcome = other.execute("Execute Script", {"script_name": "spawn.py"})
+        assert "uid 300008 started 15" in outcome.observation, outcome.observation
+    finally:
+        hog.close()
+        other.close()
+
+
+@bwrap
+@needs_root
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_sandboxed_code_runs_as_the_runs_own_uid_from_the_range(tiny_task, settings):
+    settings.BENCH_SANDBOX_UID_RANGE = "300000-300999"
+    script = [
+        {
+            "type": "act",
+            "action": "Write File",
+            "input": {"file_name": "who.py", "content": "import os\nprint(os.getuid())"},
+        },
+        {"type": "act", "action": "Execute Script", "input": {"script_name": "who.py"}},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
+    ]
+    run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
+
+    assert run.status == "finished", run.error
+    assert str(300000 + run.pk % 1000) in Step.objects.get(run=run, index=1).observation
