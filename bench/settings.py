@@ -237,6 +237,9 @@ BENCH_DOCKER_USER = os.environ.get("BENCH_DOCKER_USER", "65534:65534")
 # The unprivileged user sandboxed code runs as when the worker runs as root (nobody by default).
 BENCH_SANDBOX_UID = env_int("BENCH_SANDBOX_UID", 65534)
 BENCH_SANDBOX_GID = env_int("BENCH_SANDBOX_GID", 65534)
+# "FIRST-LAST": each run's sandboxed code runs as a uid (and gid) of its own from this range, so per-user
+# limits (RLIMIT_NPROC where there are no cgroups) count one run only. Empty: every run as BENCH_SANDBOX_UID.
+BENCH_SANDBOX_UID_RANGE = os.environ.get("BENCH_SANDBOX_UID_RANGE", "")
 BENCH_ACTION_TIMEOUT_S = env_int("BENCH_ACTION_TIMEOUT_S", 1800)
 # CPU seconds one script may use; 0 = the action time limit times the task's cpus (so a script that runs more
 # threads than its share is stopped with a message instead of starving the rest of the worker).
@@ -290,6 +293,11 @@ BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 BENCH_MODEL_ENDPOINTS = os.environ.get("BENCH_MODEL_ENDPOINTS", "")
 BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
 BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
+# A run's workspace on a filesystem of its own, of the limit's size (runner/workspaces.py): "tmpfs" (the kernel
+# refuses the write over the limit; needs a root worker, and tmpfs pages are memory) or "none" (a plain folder
+# whose allocated blocks are counted after every action).
+BENCH_WORKSPACE_FS = os.environ.get("BENCH_WORKSPACE_FS") or ("tmpfs" if os.geteuid() == 0 else "none")
+BENCH_WORKSPACE_MAX_FILES = env_int("BENCH_WORKSPACE_MAX_FILES", 100_000)
 
 # --- Task packages ------------------------------------------------------------------------------------
 BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)

@@ -18,7 +18,8 @@ Action Input. What the agent does, with MLAgentBench's numbers (docs/agents.md l
 - With retrieval on, after each step the fast model summarises it and the summary is appended to the research
   log (through the environment's Append Summary to Research Log action).
 
-Configuration (the agent version's config): fast_model, history_window (3), observation_window (3),
+The fast model is the run's (start message: run.models.fast, set by whoever started the run), never the agent's.
+Configuration (the agent version's config): history_window (3), observation_window (3),
 max_retries (5 attempts per step), summarize_over (5000), summary_block (10000), retrieval (false),
 temperature (0.5), fast_temperature (0.01), max_tokens (2000), agent_max_steps (50),
 actions_remove_from_prompt ([]), actions_add_to_prompt ([]).
@@ -47,7 +48,6 @@ HIDDEN_TOOLS = [
 HIDDEN_WITHOUT_RETRIEVAL = ["Reflection"]
 PARSING_ERROR = "ActionInputParsingError"
 DEFAULTS = {
-    "fast_model": None,
     "history_window": 3,
     "observation_window": 3,
     "max_retries": 5,
@@ -231,8 +231,9 @@ class ResearchAgent:
             "max_tokens": self.config["max_tokens"],
             "stop": STOP,
         }
-        if fast and self.config["fast_model"]:
-            options["model"] = self.config["fast_model"]
+        fast_model = (self.env.start.run.get("models") or {}).get("fast")
+        if fast and fast_model:
+            options["model"] = fast_model
         return self.env.complete([{"role": "user", "content": prompt}], purpose=purpose, **options)
 
     def prompt(self) -> str:

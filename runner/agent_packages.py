@@ -6,11 +6,13 @@
         entrypoint = "my_agent"          # a module (or package with __main__) in the folder, run with python -m
         description = "..."
         uses_llm = true
-        default_model = "gpt-4o-mini"
+        default_model = "gpt-4o-mini"    # a suggestion shown to people; a run uses only the models it is given
         [config]                         # handed to the agent in its start message
         temperature = 0.2
 
-The code runs only in a sandbox that isolates (bwrap or docker), never in the local one.
+The code runs only in a sandbox that isolates (bwrap or docker), never in the local one. A package cannot choose
+what the platform pays for: the models a run may use come from whoever started it, so a ``[config]`` key that
+names a model or an endpoint is refused at import.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from .agents import BUILTIN_AGENTS
 from .models import Agent
 
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# [config] keys that would choose a model or an endpoint: the run's starter does that, never the package.
+MODEL_KEY_RE = re.compile(r"(^|[_-])(models?|endpoints?|base_?url|url|api_?key|api_?key_?env|provider)$", re.I)
 
 
 class AgentPackageError(Exception):
@@ -56,6 +60,12 @@ def agent_manifest_parse(text: str) -> dict:
         raise AgentPackageError(f"entrypoint {data['entrypoint']!r} is not a Python module name")
     if not isinstance(data.get("config", {}), dict):
         raise AgentPackageError("agent.toml: [config] must be a table")
+    chooses = sorted(key for key in data.get("config", {}) if MODEL_KEY_RE.search(key))
+    if chooses:
+        raise AgentPackageError(
+            f"agent.toml: [config] {', '.join(chooses)} would choose a model or an endpoint; a run uses only the "
+            "models whoever starts it gives it (bench_run --model, --fast-model, --edit-model): remove the key"
+        )
     return data
 
 

@@ -24,9 +24,9 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "task", "task_version", "agent", "agent_version", "model", "purpose", "status", "failure_kind",
-            "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps", "max_time_s",
-            "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
+            "id", "task", "task_version", "agent", "agent_version", "model", "fast_model", "edit_model", "purpose",
+            "status", "failure_kind", "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps",
+            "max_time_s", "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
             "peak_memory_mb", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at", "started_at",
             "finished_at", "queue_position",
         ]  # fmt: skip
@@ -55,6 +55,12 @@ class RunRequestSerializer(serializers.Serializer):
         min_value=1, default=1, help_text="runs per task; tasks x repeats is capped by BENCH_MAX_RUNS_PER_REQUEST"
     )
     model = serializers.CharField(required=False, allow_blank=True, default="")
+    fast_model = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="model of the quick LLM-backed actions"
+    )
+    edit_model = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="model of the two Edit Script (AI) actions"
+    )
     max_steps = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_steps"])
     max_time_s = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_time_s"])
     max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=RunLimits.MOST["max_tokens"])
@@ -121,6 +127,8 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
                 tasks=data["tasks"],
                 repeats=data["repeats"],
                 model=data["model"],
+                fast_model=data["fast_model"],
+                edit_model=data["edit_model"],
                 limits=RunLimits(**{name: data.get(name) for name in RunLimits.NAMES}),
                 created_by=request.user,
             )

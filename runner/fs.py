@@ -25,6 +25,32 @@ class UnsafePath(Exception):
     """The path is not an ordinary file or folder inside the root; the message says why."""
 
 
+class WalkLimitError(Exception):
+    """A workspace is deeper or holds more files than a walk may cover: an error, never a silent cut (what is
+    not walked is neither counted against the disk limit nor snapshotted)."""
+
+
+def shown(name: str) -> str:
+    """A file name as text anyone can read: a name that is not UTF-8 (Python holds its bytes as surrogates)
+    shows those bytes escaped, ``bad\\xffname.txt``; any other name is itself."""
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return "".join(_shown_char(c) for c in name)
+
+
+def _shown_char(c: str) -> str:
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as os.fsdecode holds it
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    return c
+
+
 def split(rel: str) -> list[str]:
     """Path components of a relative path, or UnsafePath (absolute, '..', NUL, too long)."""
     if not isinstance(rel, str) or not rel.strip():
@@ -86,7 +112,18 @@ def open_file(
     owner: tuple[int, int] | None = None,
 ) -> int:
     """Open a regular file below root for reading or writing; links and special files are refused."""
-    parts = split(rel)
+    return _open_parts(root, split(rel), flags, mode=mode, create_dirs=create_dirs, owner=owner)
+
+
+def _open_parts(
+    root: Path,
+    parts: list[str],
+    flags: int,
+    *,
+    mode: int = 0o644,
+    create_dirs: bool = False,
+    owner: tuple[int, int] | None = None,
+) -> int:
     if not parts:
         raise UnsafePath("the path names the workspace itself, not a file")
     with _fd(open_dir(root, parts[:-1], create=create_dirs, owner=owner)) as parent:
@@ -128,6 +165,82 @@ def write_bytes(
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+
+
+CHUNK = 1 << 20
+ZEROS = bytes(CHUNK)
+
+
+def data_extents(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of the parts of a file that hold data; the holes of a sparse file are left out (all of the
+    file when the file system cannot say)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole from pos to the end
+                return
+            yield pos, size  # SEEK_DATA not supported: all of it is data
+            return
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        yield start, end
+        pos = end
+
+
+def chunks(fd: int, *, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """The content of an open file in bounded chunks, (offset, data), with ``None`` for a chunk-sized run of a
+    hole (zeros not read, not held). Memory stays at one chunk whatever the file's size; OverflowError past
+    ``limit`` bytes."""
+    size = os.fstat(fd).st_size
+    if limit is not None and size > limit:
+        raise OverflowError(size)
+    pos = 0
+    for start, end in data_extents(fd, size):
+        while pos < start:
+            step = min(CHUNK, start - pos)
+            yield pos, None if step == CHUNK else bytes(step)
+            pos += step
+        os.lseek(fd, start, os.SEEK_SET)
+        while pos < end:
+            data = os.read(fd, min(CHUNK, end - pos))
+            if not data:  # the file shrank while it was read
+                return
+            yield pos, data
+            pos += len(data)
+    while pos < size:
+        step = min(CHUNK, size - pos)
+        yield pos, None if step == CHUNK else bytes(step)
+        pos += step
+
+
+def copy_fd(src: int, dst: int, *, limit: int | None = None) -> int:
+    """Copy an open file into an open, empty file in bounded chunks, keeping holes holes (a sparse source makes
+    a sparse copy); the bytes copied (the source's apparent size)."""
+    size = 0
+    for offset, data in chunks(src, limit=limit):
+        if data is None or data == ZEROS[: len(data)]:
+            size = offset + (CHUNK if data is None else len(data))
+            continue
+        os.lseek(dst, offset, os.SEEK_SET)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(dst, view) :]
+        size = offset + len(data)
+    os.ftruncate(dst, size)
+    return size
+
+
+def copy_file(root: Path, src: str, dst: str, *, limit: int | None = None, owner: tuple[int, int] | None = None) -> int:
+    """Copy a regular file below root to another path below root, streamed and hole-preserving."""
+    with _fd(open_file(root, src, os.O_RDONLY)) as source:
+        if limit is not None and os.fstat(source).st_size > limit:
+            raise OverflowError(os.fstat(source).st_size)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        with _fd(open_file(root, dst, flags, create_dirs=True, owner=owner)) as target:
+            if owner is not None:
+                os.fchown(target, *owner)
+            return copy_fd(source, target, limit=limit)
 
 
 def kind(root: Path, rel: str) -> str:
@@ -172,10 +285,19 @@ class Entry:
     rel: str
     size: int
     key: tuple[int, int, int]  # stat_key
+    allocated: int = 0  # bytes the file system gave it (a sparse file: fewer than its size)
 
 
-def walk_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files: int = 200_000) -> Iterator[Entry]:
-    """Every regular file below root (iteratively, no links followed, at most MAX_DEPTH folders deep)."""
+MAX_FILES = 200_000
+
+
+def walk_files(
+    root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files: int | None = None, max_depth: int | None = None
+) -> Iterator[Entry]:
+    """Every regular file below root (iteratively, no links followed). A folder deeper than ``max_depth`` or a
+    file past ``max_files`` raises WalkLimitError: a walk never silently leaves files out."""
+    max_files = MAX_FILES if max_files is None else max_files
+    max_depth = MAX_DEPTH if max_depth is None else max_depth
     stack: list[tuple[int, str, int]] = [(os.open(root, DIR_FLAGS), "", 0)]
     count = 0
     try:
@@ -191,8 +313,12 @@ def walk_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files
                     except OSError:
                         continue
                     if stat.S_ISDIR(st.st_mode):
-                        if entry.name in skip_dirs or depth + 1 >= MAX_DEPTH:
+                        if entry.name in skip_dirs:
                             continue
+                        if depth + 1 >= max_depth:
+                            raise WalkLimitError(
+                                f"holds folders nested more than {max_depth} deep ({shown(rel)[:200]}/...)"
+                            )
                         try:
                             child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
                         except OSError:
@@ -201,8 +327,8 @@ def walk_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files
                     elif stat.S_ISREG(st.st_mode):
                         count += 1
                         if count > max_files:
-                            return
-                        yield Entry(rel, st.st_size, stat_key(st))
+                            raise WalkLimitError(f"holds more than {max_files} files")
+                        yield Entry(rel, st.st_size, stat_key(st), st.st_blocks * 512)
             finally:
                 os.close(fd)
     finally:
@@ -211,5 +337,9 @@ def walk_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), max_files
 
 
 def open_entry(root: Path, rel: str) -> int:
-    """Open a file found by walk_files for reading (refusing it if it became a link or special file)."""
-    return open_file(root, rel, os.O_RDONLY)
+    """Open a file found by walk_files for reading (refusing it if it became a link or special file). Its name
+    may be any bytes (held as surrogates): a file the sandbox named so is still part of the workspace."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise UnsafePath("the path is not a file found below the root")
+    return _open_parts(root, parts, os.O_RDONLY)

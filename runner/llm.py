@@ -319,18 +319,17 @@ class _Call:
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
-    # An agent may use its run's model and its configured fast model, nothing else it finds configured.
-    fast = (run.agent.config or {}).get("fast_model") or ""
-    allowed = {run.model, fast} - {""}
-    model = message.get("model") or run.model
+    # The models come from the run (set by whoever started it), never from the agent's package or config.
+    allowed = run.models_allowed
+    asked = message.get("model")
     if not allowed:
-        return {
-            "type": "error",
-            "message": "this run has no model: it was started without one (bench_run --model NAME gives it one)",
-        }
-    if model not in allowed:
-        also = f" or the agent's fast model {fast!r}" if fast and fast != run.model else ""
-        return {"type": "error", "message": f"this run may use the model {run.model!r}{also}, not {model!r}"}
+        refusal = "this run has no model: it was started without one (bench_run --model NAME gives it one)"
+        return _refused(run, step_index, message, asked, refusal)
+    model = asked or allowed["main"]
+    if model not in allowed.values():
+        names = ", ".join(f"{role} {name!r}" for role, name in allowed.items())
+        refusal = f"this run may use only the models it was started with ({names}), not {model!r}"
+        return _refused(run, step_index, message, asked, refusal)
     try:
         result = complete(
             run=run,
@@ -350,6 +349,19 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
         "tokens_out": result.tokens_out,
         "cost": float(result.cost),
     }
+
+
+def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str) -> dict:
+    """A request no endpoint saw: recorded on the run (no tokens, no cost) so the trace shows what was asked."""
+    LLMCall.objects.create(
+        run=run,
+        step_index=step_index,
+        purpose=db_text(str(message.get("purpose", "agent"))[:60]),
+        endpoint="",
+        model=db_text(str(asked or "")[:200]),
+        error=f"refused, no endpoint called: {refusal}",
+    )
+    return {"type": "error", "message": refusal}
 
 
 def endpoint_check(endpoint: ModelEndpoint) -> tuple[bool, str]:

@@ -153,6 +153,12 @@ class Run(models.Model):
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     fork_step = models.PositiveIntegerField(null=True, blank=True, help_text="Steps 0..fork_step were copied.")
     model = models.CharField(max_length=200, blank=True)
+    fast_model = models.CharField(
+        max_length=200, blank=True, help_text="Model of the quick LLM-backed actions; empty: the run's model."
+    )
+    edit_model = models.CharField(
+        max_length=200, blank=True, help_text="Model of Edit Script (AI); empty: the fast model, else the run's model."
+    )
     purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.BENCHMARK)
     sandbox = models.CharField(max_length=16, blank=True)
 
@@ -247,6 +253,15 @@ class Run(models.Model):
     @property
     def tokens_total(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    @property
+    def models_allowed(self) -> dict[str, str]:
+        """The models this run may use, by role ("main", "fast", "edit"): set by whoever started the run, never by
+        the agent. A run without a model has none, and makes no LLM call."""
+        if not self.model:
+            return {}
+        fast = self.fast_model or self.model
+        return {"main": self.model, "fast": fast, "edit": self.edit_model or fast}
 
     @property
     def limits(self) -> RunLimits:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.conf import settings
 
 from .sandbox import Sandbox, SandboxConfig, sandbox_create
@@ -22,9 +24,26 @@ def sandbox_config(kind: str | None = None) -> SandboxConfig:
     return SandboxConfig(kind=kind or settings.BENCH_SANDBOX, **{f: getattr(settings, s) for f, s in SETTINGS.items()})
 
 
-def get_sandbox(kind: str | None = None) -> Sandbox:
-    """A sandbox of the given kind (a run's own), or of the configured one."""
-    return sandbox_create(sandbox_config(kind))
+def get_sandbox(kind: str | None = None, *, run_id: int | None = None) -> Sandbox:
+    """A sandbox of the given kind (a run's own), or of the configured one; for a run, with the run's own uid
+    when BENCH_SANDBOX_UID_RANGE gives a range."""
+    config = sandbox_config(kind)
+    uid = run_uid(run_id) if run_id is not None else None
+    if uid is not None:
+        config = dataclasses.replace(config, uid=uid, gid=uid)
+    return sandbox_create(config)
+
+
+def run_uid(run_id: int) -> int | None:
+    """The uid a run's sandboxed code runs as, from BENCH_SANDBOX_UID_RANGE ("FIRST-LAST"); None without one.
+    Runs whose ids differ by less than the range's size never share a uid."""
+    spec = settings.BENCH_SANDBOX_UID_RANGE.strip()
+    if not spec:
+        return None
+    first, _, last = spec.partition("-")
+    if not (first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
+        raise ValueError(f"BENCH_SANDBOX_UID_RANGE={spec!r}: expected FIRST-LAST, e.g. 200000-200999")
+    return int(first) + run_id % (int(last) - int(first) + 1)
 
 
 def sandbox_python() -> str:

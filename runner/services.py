@@ -30,14 +30,18 @@ def agent_resolve(spec: str) -> Agent:
     return agent
 
 
-def model_check(*, agent: Agent, model: str) -> None:
-    """An agent that uses an LLM needs a configured, enabled model endpoint; the others need none."""
+def model_check(*, agent: Agent, model: str, fast_model: str = "", edit_model: str = "") -> None:
+    """An agent that uses an LLM needs a configured, enabled model endpoint; the others need none. A fast or edit
+    model is one more endpoint the run may use, so it needs a main model beside it."""
     configured = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
     names = ", ".join(configured) or "none yet (add one in the admin or BENCH_MODEL_ENDPOINTS)"
-    if model and model not in configured:
-        raise RunRequestError(f"no enabled model endpoint named {model!r}; configured: {names}")
+    for given in (model, fast_model, edit_model):
+        if given and given not in configured:
+            raise RunRequestError(f"no enabled model endpoint named {given!r}; configured: {names}")
     if agent.uses_llm and not model:
         raise RunRequestError(f"agent {agent.name} uses an LLM: give it a model (--model NAME); configured: {names}")
+    if (fast_model or edit_model) and not model:
+        raise RunRequestError("a fast or edit model needs a main model too (--model NAME)")
 
 
 def run_create(
@@ -45,6 +49,8 @@ def run_create(
     task: Task,
     agent: Agent,
     model: str = "",
+    fast_model: str = "",
+    edit_model: str = "",
     batch: Batch | None = None,
     purpose: str = Run.Purpose.BENCHMARK,
     version: TaskVersion | None = None,
@@ -54,10 +60,12 @@ def run_create(
     """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False: then the caller
     executes it). Limits left out are the task's own (steps, time) or none (tokens, cost)."""
     version = runnable_version(task=task, version=version, purpose=purpose)
-    model = run_settings_check(agent=agent, model=model, limits=limits)
+    model = run_settings_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model, limits=limits)
     run = Run.objects.create(
         batch=batch,
         sent_at=None if enqueue else timezone.now(),
+        fast_model=fast_model,
+        edit_model=edit_model,
         **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits),
     )
     if enqueue:
@@ -79,15 +87,17 @@ def runnable_version(*, task: Task, version: TaskVersion | None, purpose: str) -
     return version
 
 
-def run_settings_check(*, agent: Agent, model: str, limits: RunLimits) -> str:
-    """Check the limits and the model of new runs of ``agent``; the model they use (the agent's default when
-    none is given)."""
+def run_settings_check(
+    *, agent: Agent, model: str, limits: RunLimits, fast_model: str = "", edit_model: str = ""
+) -> str:
+    """Check the limits and the models of new runs of ``agent``; the model they use (a built-in agent's default
+    when none is given: an uploaded package's default_model names no model for the platform to pay for)."""
     try:
         limits.check()
     except ValueError as exc:
         raise RunRequestError(str(exc)) from None
-    model = model or agent.default_model
-    model_check(agent=agent, model=model)
+    model = model or (agent.default_model if agent.is_trusted else "")
+    model_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model)
     return model
 
 
@@ -110,6 +120,8 @@ def batch_create(
     tasks: list[Task],
     repeats: int = 1,
     model: str = "",
+    fast_model: str = "",
+    edit_model: str = "",
     limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
     note: str = "",
@@ -129,14 +141,17 @@ def batch_create(
             f"runs per request (BENCH_MAX_RUNS_PER_REQUEST)"
         )
     versions = [runnable_version(task=task, version=None, purpose=Run.Purpose.BENCHMARK) for task in tasks]
-    model = run_settings_check(agent=agent, model=model, limits=limits)
+    model = run_settings_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model, limits=limits)
     batch = Batch.objects.create(agent=agent, model=model, repeats=repeats, note=note, created_by=created_by)
     fields = [
         run_fields(task=task, version=version, agent=agent, model=model, purpose=Run.Purpose.BENCHMARK, limits=limits)
         for task, version in zip(tasks, versions, strict=True)
     ]
     sent_at = None if enqueue else timezone.now()  # not enqueued: the caller executes them itself
-    runs = Run.objects.bulk_create(Run(batch=batch, sent_at=sent_at, **f) for f in fields for _ in range(repeats))
+    models = {"fast_model": fast_model, "edit_model": edit_model}
+    runs = Run.objects.bulk_create(
+        Run(batch=batch, sent_at=sent_at, **models, **f) for f in fields for _ in range(repeats)
+    )
     if enqueue:
         runs_enqueue(runs)
     return batch, runs
@@ -181,6 +196,8 @@ def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: st
         task_version=run.task_version,
         agent=agent or run.agent,
         model=run.model if model is None else model,
+        fast_model=run.fast_model if model is None else "",
+        edit_model=run.edit_model if model is None else "",
         purpose=Run.Purpose.BENCHMARK,
         sandbox=settings.BENCH_SANDBOX,
         **run.limits.as_fields(),
@@ -207,6 +224,8 @@ def run_again(*, run: Run) -> Run:
             task=run.task,
             agent=run.agent,
             model=run.model,
+            fast_model=run.fast_model,
+            edit_model=run.edit_model,
             version=run.task_version,
             limits=run.limits,
         )

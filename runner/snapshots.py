@@ -54,27 +54,34 @@ class BlobStore:
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
         """Store a file; with ``link`` an immutable source is hard-linked instead of copied."""
-        with open(path, "rb") as src:
-            return self._put(src, link_from=path if link else None)
+        return self._put(os.open(path, os.O_RDONLY | os.O_CLOEXEC), link_from=path if link else None)
 
     def put_fd(self, fd: int) -> tuple[str, int]:
         """Store the content of an open file descriptor (it is closed)."""
-        with os.fdopen(fd, "rb") as src:
-            return self._put(src, link_from=None)
+        return self._put(fd, link_from=None)
 
-    def _put(self, src, *, link_from: Path | None) -> tuple[str, int]:
-        """Hash src while copying it to a temporary blob; with link_from, hard-link that file instead."""
+    def _put(self, fd: int, *, link_from: Path | None) -> tuple[str, int]:
+        """Hash fd (closed afterwards) while copying it to a temporary blob in bounded chunks, holes kept holes
+        (a sparse file makes a sparse blob); with link_from, hard-link that file instead."""
         link = link_from is not None
         digest = hashlib.sha256()
         size = 0
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        out, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "wb") as out:
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    digest.update(chunk)
-                    size += len(chunk)
-                    if not link:
-                        out.write(chunk)
+            try:
+                for offset, data in fs.chunks(fd):
+                    digest.update(fs.ZEROS if data is None else data)
+                    size = offset + (fs.CHUNK if data is None else len(data))
+                    if not link and data is not None and data != fs.ZEROS[: len(data)]:
+                        os.lseek(out, offset, os.SEEK_SET)
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(out, view) :]
+                if not link:
+                    os.ftruncate(out, size)
+            finally:
+                os.close(fd)
+                os.close(out)
             sha = digest.hexdigest()
             if self.has(sha):
                 os.unlink(tmp)
@@ -92,6 +99,16 @@ class BlobStore:
             raise
         return sha, size
 
+    def hash_fd(self, fd: int) -> tuple[str, int]:
+        """The sha256 and size of an open file (not closed), read in bounded chunks, holes not read."""
+        digest, size = hashlib.sha256(), 0
+        os.lseek(fd, 0, os.SEEK_SET)
+        for offset, data in fs.chunks(fd):
+            digest.update(fs.ZEROS if data is None else data)
+            size = offset + (fs.CHUNK if data is None else len(data))
+        os.lseek(fd, 0, os.SEEK_SET)
+        return digest.hexdigest(), size
+
     def read_bytes(self, sha: str) -> bytes:
         return self.path(sha).read_bytes()
 
@@ -104,31 +121,50 @@ class BlobStore:
 
 @dataclass
 class Snapshotter:
-    """Snapshots one workspace again and again, hashing only files whose (inode, size, mtime) changed."""
+    """Snapshots one workspace again and again. A stat key (inode, size, mtime) is no evidence of unchanged
+    content where sandboxed code could have written: it can rewrite a file with the same size and put its mtime
+    back. So every file is read and hashed at every snapshot (bounded chunks, holes not read), except the
+    ``protected`` ones (the task's read-only files, which the sandbox cannot write) whose key has not changed;
+    nothing is stored again unless its content changed."""
 
     workspace: Path
     store: BlobStore
+    protected: frozenset[str] = frozenset()
     _known: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
 
     def remember(self, rel: str, sha: str) -> None:
         self._known[rel] = (fs.stat_key(os.stat(self.workspace / rel)), sha)
 
-    def take(self) -> tuple[str, Manifest]:
+    def take(self, *, full: bool = True) -> tuple[str, Manifest]:
         """Regular files only (links, FIFOs and sockets are not part of a submission), read through
-        descriptors that never follow a link, so a link swapped in meanwhile cannot pull in outside files."""
+        descriptors that never follow a link, so a link swapped in meanwhile cannot pull in outside files.
+        A workspace too deep or with too many files to walk raises fs.WalkLimitError (never a partial
+        snapshot). ``full=False`` trusts every unchanged stat key: only for a snapshot after which no sandboxed
+        code can have run since the last one (the environment says so: ``Environment.sandbox_may_have_written``)."""
         manifest: Manifest = {}
         for entry in fs.walk_files(self.workspace, skip_dirs=SKIP_DIRS):
             known = self._known.get(entry.rel)
-            if known and known[0] == entry.key:
-                sha, size = known[1], entry.size
-            else:
+            if known and known[0] == entry.key and (entry.rel in self.protected or not full):
+                manifest[entry.rel] = [known[1], entry.size]
+                continue
+            try:
+                fd = fs.open_entry(self.workspace, entry.rel)
+            except (OSError, fs.UnsafePath):
+                continue  # gone or replaced by a link since it was listed
+            key = fs.stat_key(os.fstat(fd))
+            if known:  # the content is probably stored already: hash it first, store it only if it changed
                 try:
-                    fd = fs.open_entry(self.workspace, entry.rel)
-                except (OSError, fs.UnsafePath):
-                    continue  # gone or replaced by a link since it was listed
-                key = fs.stat_key(os.fstat(fd))
-                sha, size = self.store.put_fd(fd)
-                self._known[entry.rel] = (key, sha)
+                    sha, size = self.store.hash_fd(fd)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if sha == known[1]:
+                    os.close(fd)
+                    self._known[entry.rel] = (key, sha)
+                    manifest[entry.rel] = [sha, size]
+                    continue
+            sha, size = self.store.put_fd(fd)
+            self._known[entry.rel] = (key, sha)
             manifest[entry.rel] = [sha, size]
         for rel in set(self._known) - set(manifest):
             del self._known[rel]
@@ -138,11 +174,12 @@ class Snapshotter:
 def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: set[str] | None = None) -> Snapshotter:
     """Lay out a manifest in an empty folder. Paths in ``link`` are hard-linked to their (read-only) blob.
 
-    Returns a Snapshotter that already knows every restored file, so the next snapshot hashes nothing.
+    Returns a Snapshotter that already knows every restored file, so the next snapshot stores nothing and
+    hashes only what is not in ``link`` (the read-only files, which the sandbox cannot write).
     """
     dest.mkdir(parents=True, exist_ok=True)
-    snapshotter = Snapshotter(dest, store)
     link = link or set()
+    snapshotter = Snapshotter(dest, store, protected=frozenset(link))
     for rel, (sha, _size) in sorted(manifest.items()):
         target = dest / rel
         if not target.resolve().is_relative_to(dest.resolve()):
@@ -153,13 +190,26 @@ def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: 
             try:
                 os.link(source, target)
             except OSError:
-                shutil.copyfile(source, target)
+                _copy_sparse(source, target)
                 os.chmod(target, 0o444)
         else:
-            shutil.copyfile(source, target)
+            _copy_sparse(source, target)
             os.chmod(target, 0o644)
         snapshotter.remember(rel, sha)
     return snapshotter
+
+
+def _copy_sparse(source: Path, target: Path) -> None:
+    """Copy a blob into a workspace in bounded chunks, a sparse blob staying sparse."""
+    src = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fs.copy_fd(src, dst)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def workspace_restore(manifest: Manifest, dest: Path, store: BlobStore, *, read_only: set[str], sandbox) -> Snapshotter:
@@ -179,7 +229,10 @@ def manifest_diff(before: Manifest, after: Manifest) -> dict[str, list[str]]:
 
 def remove_tree(path: Path) -> None:
     """Remove a folder whatever a sandboxed process left in it (links, deep nesting, odd permissions)."""
+    from .workspaces import workspace_unmount  # a sized workspace: its mounts go first
+
     path = Path(path)
+    workspace_unmount(path)
     if not path.exists() and not path.is_symlink():
         return
     try:

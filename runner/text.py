@@ -1,5 +1,7 @@
 """Text that goes into the database: PostgreSQL refuses NUL characters in text and JSON, so they are shown
-as U+FFFD instead (what agents and their scripts print may hold anything)."""
+as U+FFFD instead, and a lone surrogate (a file name that is not UTF-8, decoded by Python with
+surrogateescape, or one an agent wrote in JSON) as its escape, ``\\udcff`` (what agents and their scripts print
+may hold anything)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,14 @@ from typing import Any
 
 
 def db_text(value: str) -> str:
-    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def db_json(value: Any) -> Any:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from . import fs
 from .models import Run, Step
 from .snapshots import BlobStore, Manifest, manifest_diff
 
@@ -84,43 +85,92 @@ def snapshot_before(run: Run, step: Step) -> str:
     return prior.first() or run.initial_snapshot
 
 
-def workspace_changes(run: Run, step: Step) -> list[FileChange]:
-    """Files added, removed or changed by this step, with unified diffs of text files."""
+FILES_PER_PAGE = 500
+CHANGES_PER_PAGE = 100
+MAX_PAGE_DIFF_BYTES = 1_000_000  # all the diffs of one page of changes, together
+
+
+@dataclass
+class Page:
+    """One page of a long list: its items, its number (from 1), and whether more follow."""
+
+    items: list
+    number: int
+    total: int
+    per_page: int
+
+    @property
+    def has_next(self) -> bool:
+        return self.number * self.per_page < self.total
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def _page(items: list, number: int, per_page: int) -> Page:
+    pages = max(1, -(-len(items) // per_page))
+    number = min(max(number, 1), pages)
+    return Page(items[(number - 1) * per_page : number * per_page], number, len(items), per_page)
+
+
+def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
+    """One page of the files added, removed or changed by this step, with unified diffs of text files: at most
+    CHANGES_PER_PAGE changes and MAX_PAGE_DIFF_BYTES of diffs (only that page's files are read). Paths show
+    a name that is not UTF-8 escaped."""
     store = BlobStore()
     before_sha = snapshot_before(run, step)
     before: Manifest = store.manifest_load(before_sha) if before_sha else {}
     after: Manifest = store.manifest_load(step.snapshot) if step.snapshot else {}
     diff = manifest_diff(before, after)
-    changes = [FileChange(p, "added") for p in diff["added"]] + [FileChange(p, "removed") for p in diff["removed"]]
-    for path in diff["changed"]:
-        old = _text(store, *before[path])
-        new = _text(store, *after[path])
-        if old is None or new is None:
-            changes.append(FileChange(path, "changed", note=f"binary or large ({after[path][1]} bytes)"))
-            continue
-        lines = difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-        )
-        changes.append(FileChange(path, "changed", diff="".join(lines)))
-    for change in changes:
-        if change.kind == "added":
-            text = _text(store, *after[change.path])
-            change.note = f"{after[change.path][1]} bytes"
+    kinds = [(p, "added") for p in diff["added"]] + [(p, "removed") for p in diff["removed"]]
+    kinds += [(p, "changed") for p in diff["changed"]]
+    shown = _page(sorted(kinds), page, CHANGES_PER_PAGE)
+    budget = MAX_PAGE_DIFF_BYTES
+    changes = []
+    for path, kind in shown.items:
+        change = FileChange(fs.shown(path), kind)
+        if kind == "changed":
+            old = _text(store, *before[path])
+            new = _text(store, *after[path])
+            if old is None or new is None:
+                change.note = f"binary or large ({after[path][1]} bytes)"
+            else:
+                lines = difflib.unified_diff(
+                    old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{change.path}", f"b/{change.path}"
+                )
+                change.diff = "".join(lines)
+        elif kind == "added":
+            change.note = f"{after[path][1]} bytes"
+            text = _text(store, *after[path]) if budget > 0 else None
             if text is not None and len(text) < 20_000:
                 change.diff = "".join(f"+{line}" for line in text.splitlines(keepends=True))
-    return sorted(changes, key=lambda c: c.path)
+        if len(change.diff) > budget:
+            change.diff, change.note = "", (change.note + "; " if change.note else "") + "diff not shown: page is full"
+        budget -= len(change.diff)
+        changes.append(change)
+    shown.items = changes
+    return shown
 
 
-def workspace_files(step: Step) -> list[dict]:
-    if not step.snapshot:
-        return []
-    manifest = BlobStore().manifest_load(step.snapshot)
-    return [{"path": path, "size": size} for path, (_sha, size) in sorted(manifest.items())]
+def workspace_files(step: Step, *, page: int = 1) -> Page:
+    """One page of the files after the step (FILES_PER_PAGE of them), their names shown escaped if not UTF-8."""
+    manifest = BlobStore().manifest_load(step.snapshot) if step.snapshot else {}
+    shown = _page(sorted(manifest), page, FILES_PER_PAGE)
+    shown.items = [{"path": fs.shown(path), "size": manifest[path][1]} for path in shown.items]
+    return shown
 
 
 def workspace_file(step: Step, path: str) -> tuple[str | None, int]:
-    """The text of one file as it was after the step (None for binary or too large), and its size."""
+    """The text of one file as it was after the step (None for binary or too large), and its size. ``path`` is
+    the name as shown (escaped, for a name that is not UTF-8)."""
     manifest = BlobStore().manifest_load(step.snapshot) if step.snapshot else {}
+    if path not in manifest:
+        path = next((p for p in manifest if not p.isascii() and fs.shown(p) == path), path)
     if path not in manifest:
         raise KeyError(path)
     sha, size = manifest[path]

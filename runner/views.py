@@ -73,9 +73,14 @@ def step_changes_view(request: HttpRequest, pk: int, index: int) -> HttpResponse
     """The workspace change a step made (loaded on demand into the step card)."""
     run = _run_or_404(request, pk)
     step = _step_or_404(run, index)
-    return render(
-        request, "runner/_step_changes.html", {"run": run, "step": step, "changes": workspace_changes(run, step)}
-    )
+    changes = workspace_changes(run, step, page=_page_number(request))
+    return render(request, "runner/_step_changes.html", {"run": run, "step": step, "changes": changes})
+
+
+def _page_number(request: HttpRequest) -> int:
+    """?page=N (from 1); anything else is the first page."""
+    value = request.GET.get("page", "1")
+    return int(value) if value.isdigit() and len(value) < 9 else 1
 
 
 def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
@@ -83,7 +88,7 @@ def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     step = _step_or_404(run, index)
     path = request.GET.get("path")
-    context = {"run": run, "step": step, "files": workspace_files(step), "path": path}
+    context = {"run": run, "step": step, "files": workspace_files(step, page=_page_number(request)), "path": path}
     if path:
         try:
             context["content"], context["size"] = workspace_file(step, path)

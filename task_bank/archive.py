@@ -13,6 +13,8 @@ from django.conf import settings
 from .package import IGNORED_NAMES, TaskPackageError, iter_files
 
 ZIP_EPOCH = (2020, 1, 1, 0, 0, 0)
+MAX_NAME_BYTES = 255  # a file or folder name, as Linux file systems allow
+MAX_PATH_BYTES = 1024  # a whole path inside the package
 
 
 def _check_member(info: zipfile.ZipInfo) -> PurePosixPath | None:
@@ -22,12 +24,28 @@ def _check_member(info: zipfile.ZipInfo) -> PurePosixPath | None:
         raise TaskPackageError(f"the zip holds an absolute path ({info.filename!r}); paths must be relative")
     if ".." in path.parts:
         raise TaskPackageError(f"the zip holds a path with '..' ({info.filename!r}); it would leave the package")
+    shown = info.filename[:80] + ("..." if len(info.filename) > 80 else "")
+    if "\0" in name or len(name.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise TaskPackageError(
+            f"the zip holds a path that is not a valid file name or is over {MAX_PATH_BYTES} bytes ({shown!r})"
+        )
+    long_part = next((p for p in path.parts if len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES), None)
+    if long_part is not None:
+        raise TaskPackageError(
+            f"the zip holds a name over {MAX_NAME_BYTES} bytes ({long_part[:80]!r}..., "
+            f"{len(long_part.encode('utf-8', 'surrogateescape'))} bytes); shorten it"
+        )
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         raise TaskPackageError(f"the zip holds a symbolic link ({info.filename!r}); packages hold regular files only")
     if info.is_dir() or any(part in IGNORED_NAMES for part in path.parts) or path.name.startswith("._"):
         return None
     return path
+
+
+def shown_path(path: PurePosixPath) -> str:
+    text = str(path)
+    return repr(text[:80] + ("..." if len(text) > 80 else ""))
 
 
 def archive_extract(zip_path: Path, dest: Path) -> Path:
@@ -64,6 +82,10 @@ def archive_extract(zip_path: Path, dest: Path) -> Path:
                 except (FileExistsError, IsADirectoryError, NotADirectoryError):
                     raise TaskPackageError(
                         f"the zip holds {path} twice, or as both a file and a folder; every path must be unique"
+                    ) from None
+                except OSError as exc:  # a name this file system refuses: the package's fault, said plainly
+                    raise TaskPackageError(
+                        f"the zip holds a path that cannot be unpacked ({shown_path(path)}): {exc.strerror}"
                     ) from None
                 size = 0
                 with archive.open(info) as src, out_file as out:

@@ -16,11 +16,13 @@ from task_bank.package import is_read_only
 from .. import fs
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
 from ..sandbox.process import HeadTail
-from .catalogue import BY_NAME, FINAL_ANSWER, READ_FILE, ActionSpec, usage_text
+from .catalogue import BY_NAME, EXECUTE_SCRIPT, FINAL_ANSWER, PYTHON_REPL, READ_FILE, ActionSpec, usage_text
 from .handlers import HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
 from .repl import Repl
 from .types import WORKSPACE, ActionOutcome, EnvError
 
+# Actions that run code in the sandbox: what it writes cannot be judged by a file's stat key.
+SANDBOXED_ACTIONS = frozenset({EXECUTE_SCRIPT, PYTHON_REPL})
 # Room for the words an action puts around bounded output ("The script has been executed...", exit notes).
 WRAPPER_ROOM = 1000
 
@@ -52,6 +54,7 @@ class Environment:
         }
         self.low_level: list[dict] = []
         self._repl: Repl | None = None
+        self._sandbox_ran = True  # until the first snapshot says otherwise
 
     # -- building blocks for high-level actions --------------------------------------------------------------
     def low(self, name: str, args: dict) -> str:
@@ -78,14 +81,23 @@ class Environment:
             self._repl = Repl(self)
         return self._repl
 
+    def sandbox_may_have_written(self) -> bool:
+        """Whether sandboxed code may have written the workspace since the last call: a code action ran, or a
+        REPL (and any thread it left) is alive. A snapshot then re-hashes every file it cannot trust."""
+        ran = self._sandbox_ran or (self._repl is not None and self._repl.proc is not None)
+        self._sandbox_ran = False
+        return ran
+
     def close(self) -> None:
         if self._repl is not None:
             self._repl.close()
 
     def workspace_size_mb(self) -> float:
-        """Size of what the agent put in the workspace (the task's read-only files do not count)."""
+        """Disk space of what the agent put in the workspace: the blocks its files occupy (a sparse file counts
+        what it really holds; the task's read-only files do not count). A workspace too deep or with too many
+        files to walk raises fs.WalkLimitError: it fails closed, never counted short."""
         skip = set(self.read_only_files)
-        total = sum(entry.size for entry in fs.walk_files(self.workspace) if entry.rel not in skip)
+        total = sum(entry.allocated for entry in fs.walk_files(self.workspace) if entry.rel not in skip)
         return total / (1024 * 1024)
 
     @property
@@ -191,6 +203,8 @@ class Environment:
                 error=True,
             )
         else:
+            if spec.name in SANDBOXED_ACTIONS:
+                self._sandbox_ran = True
             try:
                 args = self.validate_input(spec, action_input)
                 result = self.handlers[name](self, **args)
@@ -208,9 +222,12 @@ class Environment:
         if name != FINAL_ANSWER and self.workspace_limit_mb:
             size = self.workspace_size_mb()
             if size > self.workspace_limit_mb:
+                stopped = self._repl is not None and self._repl.proc is not None
+                self.close()  # a REPL's background threads may be what keeps writing
                 outcome.observation += (
                     f"\n\nWarning: the workspace holds {size:.0f} MB, over its limit of {self.workspace_limit_mb} MB. "
-                    "Scripts that write more will be stopped; delete files you do not need."
+                    + ("The Python REPL was stopped (its variables are gone). " if stopped else "")
+                    + "Scripts that write more will be stopped; delete files you do not need."
                 )
         return outcome
 

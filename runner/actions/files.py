@@ -42,9 +42,13 @@ def _backup(env: Environment, name: str) -> None:
     """Keep the previous version of a file so Undo Edit Script can restore it (as MLAgentBench does)."""
     if fs.kind(env.workspace, name) != "file":
         return
-    data = fs.read_bytes(env.workspace, name, limit=MAX_COPY_BYTES)
     stamp = time.strftime("%Y-%m-%dT%H-%M-%S") + f"-{time.monotonic_ns() % 10**9:09d}"
-    fs.write_bytes(env.workspace, f"{BACKUP_DIR}/{name.replace('/', '__')}_{stamp}", data)
+    try:  # streamed and hole-preserving: the worker never holds the file
+        fs.copy_file(env.workspace, name, f"{BACKUP_DIR}/{name.replace('/', '__')}_{stamp}", limit=MAX_COPY_BYTES)
+    except OverflowError:
+        raise EnvError(
+            f"cannot keep a backup of {name}: it is over {MAX_COPY_BYTES} bytes; delete or shrink it with a script"
+        ) from None
 
 
 def _writable(env: Environment, file_name: str) -> str:
@@ -64,7 +68,9 @@ def list_files(env: Environment, dir_path: str) -> str:
     name = env.name(dir_path or ".")
     if fs.kind(env.workspace, name) != "dir":
         raise EnvError(f"Cannot list file in the {dir_path} directory")
-    entries = [n + ("/" if is_dir else "") for n, is_dir in fs.list_dir(env.workspace, name) if n != "__pycache__"]
+    entries = [
+        fs.shown(n) + ("/" if is_dir else "") for n, is_dir in fs.list_dir(env.workspace, name) if n != "__pycache__"
+    ]
     return "\n".join(entries) + ("\n" if entries else "")
 
 
@@ -94,12 +100,11 @@ def copy_file(env: Environment, source: str, destination: str) -> str:
     if fs.kind(env.workspace, env.name(destination)) == "dir":
         raise EnvError(f"{failed} The destination is a folder: give the new file's name.")
     dst = _writable(env, destination)
-    try:
-        data = fs.read_bytes(env.workspace, src, limit=MAX_COPY_BYTES)
+    _backup(env, dst)
+    try:  # streamed and hole-preserving: the worker holds one chunk, and a sparse file stays sparse
+        fs.copy_file(env.workspace, src, dst, limit=MAX_COPY_BYTES, owner=env.owner)
     except OverflowError:
         raise EnvError(f"{failed} The source is over {MAX_COPY_BYTES} bytes.") from None
-    _backup(env, dst)
-    fs.write_bytes(env.workspace, dst, data, owner=env.owner)
     return f"File {source} copied to {destination}"
 
 
@@ -115,8 +120,7 @@ def undo_edit_script(env: Environment, script_name: str) -> str:
     if not backups:
         raise EnvError("There is no change to undo.")
     latest = f"{BACKUP_DIR}/{backups[-1]}"
-    data = fs.read_bytes(env.workspace, latest, limit=MAX_COPY_BYTES)
-    fs.write_bytes(env.workspace, _writable(env, script_name), data, owner=env.owner)
+    fs.copy_file(env.workspace, latest, _writable(env, script_name), owner=env.owner)
     fs.unlink(env.workspace, latest)
     return f"Content of {script_name} after undo the most recent edit:\n" + _read_text(env, name, script_name)
 

@@ -57,7 +57,7 @@ class Conversation:
         return {
             "type": "start",
             "protocol": 1,
-            "run": {"id": run.pk, "attempt": run.attempt, "model": run.model},
+            "run": {"id": run.pk, "attempt": run.attempt, "model": run.model, "models": run.models_allowed},
             "task": {
                 "slug": run.task.slug,
                 "title": run.task.title,

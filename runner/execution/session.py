@@ -26,6 +26,7 @@ from task_bank.models import TaskVersion
 from ..actions import ActionOutcome, EnvError, Environment
 from ..actions.catalogue import FINAL_ANSWER
 from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from ..fs import WalkLimitError
 from ..jobs import QueueUnreachable, run_enqueue
 from ..llm import LLMRequestError, complete
 from ..models import Run, Step
@@ -33,8 +34,9 @@ from ..preparation import PreparedTask, TaskPreparationError, task_version_prepa
 from ..sandbox import Limits, SandboxError
 from ..sandbox.process import HeadTail
 from ..sandboxes import get_sandbox
-from ..snapshots import BlobStore, Manifest, remove_tree, workspace_restore
+from ..snapshots import BlobStore, Manifest, remove_tree
 from ..text import db_text
+from ..workspaces import WorkspaceMountError, workspace_layout
 from . import stopping
 from .conversation import Conversation
 from .endings import (
@@ -54,6 +56,12 @@ log = logging.getLogger(__name__)
 
 LIVE_OUTPUT_BYTES = 8000
 CLAIM_TRIES = 5  # another worker can take the first queued run between reading and claiming it (SQLite)
+
+
+def action_model(run: Run, purpose: str) -> str:
+    """The model an LLM-backed action uses: the run's edit model for edits, its fast model for the others."""
+    allowed = run.models_allowed
+    return allowed["edit" if purpose.startswith("edit") else "fast"] if allowed else ""
 
 
 def run_claim(run_id: int, *, worker: str = "") -> Run | None:
@@ -226,7 +234,7 @@ class RunSession:
     # -- the whole run -------------------------------------------------------------------------------------
     def execute(self) -> None:
         try:
-            self.sandbox = get_sandbox(self.run.sandbox or None)
+            self.sandbox = get_sandbox(self.run.sandbox or None, run_id=self.run.pk)
             if self.run.purpose == Run.Purpose.BENCHMARK:
                 self.ensure_validated()
             prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick)
@@ -244,10 +252,12 @@ class RunSession:
             self.hand_back()
         except RunInterrupted as exc:
             self.finish(exc.ending(self.run), None)
-        except (TaskPreparationError, SandboxError) as exc:
+        except (TaskPreparationError, SandboxError, WorkspaceMountError) as exc:
             self.finish(infrastructure_failure(str(exc)), None)
         except RunAborted as exc:
             self.finish(exc.ending, None)
+        except WalkLimitError as exc:  # a workspace no walk can cover is never half-snapshotted or half-counted
+            self.finish(Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"the workspace {exc}", evaluate=False), None)
         except Exception:
             log.exception("run %s crashed", self.run.pk)
             self.finish(
@@ -369,8 +379,15 @@ class RunSession:
         attempt_scratch_remove(self.dir, below=self.attempt)
         last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
         manifest = self.store.manifest_load(last) if last else prepared.env_manifest
-        self.snapshotter = workspace_restore(
-            manifest, self.workspace, self.store, read_only=set(prepared.read_only_files), sandbox=self.sandbox
+        self.snapshotter = workspace_layout(  # a sized filesystem where the worker can mount one
+            manifest,
+            self.workspace,
+            self.store,
+            read_only=set(prepared.read_only_files),
+            sandbox=self.sandbox,
+            filesystem=settings.BENCH_WORKSPACE_FS,
+            limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
+            max_files=settings.BENCH_WORKSPACE_MAX_FILES,
         )
         if not self.run.initial_snapshot:
             self.run.initial_snapshot = prepared.env_manifest_sha
@@ -400,8 +417,9 @@ class RunSession:
         )
 
     def action_llm(self, messages: list[dict], purpose: str, options: dict) -> str:
-        """Completions for the LLM-backed actions, on the agent's fast model, counted to this run and step."""
-        model = (self.run.agent.config or {}).get("fast_model") or self.run.model
+        """Completions for the LLM-backed actions, on the run's fast model (its edit model for the editing
+        actions), counted to this run and step."""
+        model = action_model(self.run, purpose)
         try:
             result = complete(
                 run=self.run,
@@ -431,7 +449,7 @@ class RunSession:
 
     def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
         """Commit the step (with the workspace snapshot after it) before the agent sees the observation."""
-        snapshot, _ = self.snapshotter.take()
+        snapshot, _ = self.snapshotter.take(full=self.environment.sandbox_may_have_written())
         step = step_record(
             run=self.run,
             index=self.step_index,

@@ -27,8 +27,9 @@ class Mount:
 class Limits:
     """Resource limits for everything started in one sandbox. None = no limit.
 
-    Memory and processes are enforced by a cgroup where the host allows one (real memory; holds for root
-    too), otherwise by rlimits (address space per process; RLIMIT_NPROC, which root ignores).
+    Memory and processes are enforced by a cgroup of the sandbox's own where the host allows one (real memory;
+    holds for root too; counts only this sandbox's processes), otherwise by rlimits (address space per process;
+    RLIMIT_NPROC, which root ignores and which counts all the processes of the user).
     """
 
     memory_mb: int | None = 4096
@@ -47,7 +48,9 @@ class Limits:
         pairs = [
             (resource.RLIMIT_AS, None if cgroup else self.memory_mb and self.memory_mb * 1024 * 1024 * 2),
             (resource.RLIMIT_CPU, self.cpu_seconds),
-            (resource.RLIMIT_NPROC, self.processes),
+            # A cgroup counts this sandbox's processes; RLIMIT_NPROC would count every process of the user, so
+            # one sandbox's processes would starve another's: it is the fallback only.
+            (resource.RLIMIT_NPROC, None if cgroup else self.processes),
             (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * 1024 * 1024),
             (resource.RLIMIT_NOFILE, self.open_files),
             (resource.RLIMIT_CORE, 0),

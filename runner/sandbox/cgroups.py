@@ -1,6 +1,13 @@
 """Control groups for sandboxes: a memory limit that counts real memory and a process limit that holds even
-for root (RLIMIT_NPROC does not apply to uid 0). Used where the host lets us create cgroups (v2 with the
-memory and pids controllers, or v1 hierarchies we can write); elsewhere sandboxes fall back to rlimits.
+for root (RLIMIT_NPROC does not apply to uid 0) and counts only that sandbox's processes (RLIMIT_NPROC counts
+every process of the user, so sandboxes running as one user would starve each other). Used where the host lets
+us create cgroups (v2 with the memory and pids controllers, or v1 hierarchies we can write); elsewhere
+sandboxes fall back to rlimits.
+
+Each worker process keeps its groups under a folder of its own, ``mlab-bench/w-<random>``: workers on one host,
+even in separate PID namespaces, never share a name. A worker kills only processes in its own groups; of
+another worker's folder it removes only what holds no process at all (an empty group left by a worker that
+died), and never kills anything in it.
 """
 
 from __future__ import annotations
@@ -10,12 +17,14 @@ import itertools
 import logging
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 ROOT = Path("/sys/fs/cgroup")
+WORKER = f"w-{uuid.uuid4().hex[:16]}"  # this worker's folder of groups (shared by the processes it forks)
 _counter = itertools.count()
 
 
@@ -36,14 +45,16 @@ def _layout() -> tuple[str, dict[str, Path]] | None:
             available = (ROOT / "cgroup.controllers").read_text().split()
             if not {"memory", "pids"} <= set(available):
                 return None
-            base = ROOT / "mlab-bench"
+            shared = ROOT / "mlab-bench"
+            shared.mkdir(exist_ok=True)
+            base = shared / WORKER
             base.mkdir(exist_ok=True)
-            for parent in (ROOT, base):
+            for parent in (ROOT, shared, base):
                 with contextlib.suppress(OSError):
                     (parent / "cgroup.subtree_control").write_text("+memory +pids")
             if not {"memory", "pids"} <= set((base / "cgroup.subtree_control").read_text().split()):
                 return None
-            _remove_stale(base)
+            _remove_empty_others(shared)
             return "v2", {"": base}
         bases = {}
         for controller in ("memory", "pids"):
@@ -51,9 +62,11 @@ def _layout() -> tuple[str, dict[str, Path]] | None:
             mount = ROOT / controller
             if own is None or not mount.is_dir():
                 return None
-            base = mount / own.lstrip("/") / "mlab-bench"
+            shared = mount / own.lstrip("/") / "mlab-bench"
+            shared.mkdir(exist_ok=True)
+            base = shared / WORKER
             base.mkdir(exist_ok=True)
-            _remove_stale(base)
+            _remove_empty_others(shared)
             bases[controller] = base
         return "v1", bases
     except OSError as exc:
@@ -61,18 +74,29 @@ def _layout() -> tuple[str, dict[str, Path]] | None:
         return None
 
 
-def _remove_stale(base: Path) -> None:
-    """Groups left by a worker that was killed: their processes are gone (or get killed now); remove them."""
-    for child in base.iterdir():
-        if not (child.is_dir() and child.name.startswith("s")):
+def _holds_processes(group: Path) -> bool:
+    """Whether a group or any group below it holds a process (read, never assumed: unreadable = it does)."""
+    try:
+        for folder, _dirs, _files in os.walk(group):
+            if Path(folder, "cgroup.procs").read_text().strip():
+                return True
+    except OSError:
+        return True
+    return False
+
+
+def _remove_empty_others(shared: Path) -> None:
+    """Groups other workers left behind: removed only where no process is in them (a dead worker's); what holds
+    a process may be a live worker's sandbox, in a PID namespace we cannot see into, and is left alone."""
+    for other in shared.iterdir():
+        if not other.is_dir() or other.name == WORKER or _holds_processes(other):
             continue
-        pid = child.name[1:].split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            for proc in (child / "cgroup.procs").read_text().split() if (child / "cgroup.procs").exists() else []:
-                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                    os.kill(int(proc), 9)
-            with contextlib.suppress(OSError):
-                child.rmdir()
+        for folder, dirs, _files in sorted(os.walk(other, topdown=False), key=lambda w: -len(w[0])):
+            for name in dirs:
+                with contextlib.suppress(OSError):
+                    Path(folder, name).rmdir()
+        with contextlib.suppress(OSError):
+            other.rmdir()
 
 
 def available() -> bool:
@@ -90,10 +114,11 @@ class Cgroup:
         if layout is None:
             return None
         version, bases = layout
-        name = f"s{os.getpid()}-{next(_counter)}"
+        name = f"s{os.getpid()}-{next(_counter)}"  # forked pool processes share the worker's folder
         paths = {controller: base / name for controller, base in bases.items()}
         try:
             for path in paths.values():
+                path.parent.mkdir(exist_ok=True)  # removed meanwhile by a worker that found it empty
                 path.mkdir()
             if version == "v2":
                 path = paths[""]

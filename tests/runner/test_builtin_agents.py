@@ -112,9 +112,7 @@ def test_the_research_agent_improves_a_builtin_task_with_its_fast_model_and_a_th
     from task_bank.services import BUILTIN_DIR
 
     ModelEndpoint.objects.create(name="test-fast", base_url=llm_server.base_url, model_id="scripted-fast", timeout_s=5)
-    agent = Agent.objects.create(
-        name="research-fast", entrypoint="mlab_agents.research", config={"fast_model": "test-fast"}
-    )
+    agent = Agent.objects.create(name="research-fast", entrypoint="mlab_agents.research")
     starter = (BUILTIN_DIR / "digits" / "env" / "train.py").read_text()
     slow_line = "RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0)"
     assert slow_line in starter
@@ -139,7 +137,9 @@ def test_the_research_agent_improves_a_builtin_task_with_its_fast_model_and_a_th
         return plan[len(agent_prompts) - 1]
 
     llm_server.default = reply
-    run = run_execute(run_create(task=digits.task, agent=agent, model="test-model", enqueue=False).pk)
+    run = run_execute(
+        run_create(task=digits.task, agent=agent, model="test-model", fast_model="test-fast", enqueue=False).pk
+    )
 
     digits.refresh_from_db()
     assert run.status == "finished", (run.error, run.stderr_tail)

@@ -188,6 +188,6 @@ def test_an_agent_may_not_pick_another_configured_model(tiny_task, endpoint, llm
     )
     run = run_execute(run.pk)
     assert run.status == "finished"
-    assert "this run may use the model 'test-model'" in run.stderr_tail
+    assert "this run may use only the models it was started with (main 'test-model'" in run.stderr_tail
     assert "max_tokens must be a whole number" in run.stderr_tail
     assert llm_server.requests == [] and Run.objects.get(pk=run.pk).tokens_in == 0

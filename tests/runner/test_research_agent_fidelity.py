@@ -117,9 +117,7 @@ def test_after_five_malformed_answers_the_agent_stops_without_acting(tiny_task, 
 @pytest.mark.django_db(transaction=True)
 def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_merged(tiny_task, endpoint, llm_server):
     ModelEndpoint.objects.create(name="test-fast", base_url=llm_server.base_url, model_id="scripted-fast", timeout_s=5)
-    agent = Agent.objects.create(
-        name="research-fast", entrypoint="mlab_agents.research", config={"fast_model": "test-fast"}
-    )
+    agent = Agent.objects.create(name="research-fast", entrypoint="mlab_agents.research")
     replies = [
         answer("List Files", {"dir_path": "."}, "look around"),
         answer("Write File", {"file_name": "long.py", "content": "for c in 'abc':\n    print(c * 9000)\n"}, "write"),
@@ -140,7 +138,9 @@ def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_
         return replies[len(agent_prompts) - 1]
 
     llm_server.default = reply
-    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
+    run = run_execute(
+        run_create(task=tiny_task.task, agent=agent, model="test-model", fast_model="test-fast", enqueue=False).pk
+    )
 
     assert run.status == "finished", (run.error, run.stderr_tail)
     long, mid = (s.observation for s in Step.objects.filter(run=run, action="Execute Script"))

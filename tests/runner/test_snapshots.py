@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from runner import fs
 from runner.execution import run_execute
 from runner.models import Step
 from runner.sandbox import Limits
@@ -93,14 +94,14 @@ def test_in_a_run_a_step_that_changes_nothing_points_at_the_previous_snapshot(ti
     assert len(write.snapshot) == 64
 
 
-def test_deep_nesting_does_not_break_snapshots_or_cleanup(make_env):
-    env = make_env(limits=Limits(file_size_mb=10))
+def test_deep_nesting_is_an_error_for_snapshots_never_a_silent_cut_and_cleanup_still_works(make_env):
+    env = make_env(limits=Limits(file_size_mb=10), workspace_limit_mb=0)
     run_script(
         env,
         "import os\nopen('top.txt', 'w').write('y')\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
         "open('deep.txt', 'w').write('x')\nprint('nested')",
     )
-    _, manifest = Snapshotter(env.workspace, BlobStore()).take()
-    assert "top.txt" in manifest  # the deep file is beyond the depth snapshots follow
+    with pytest.raises(fs.WalkLimitError, match="nested more than 64 deep"):
+        Snapshotter(env.workspace, BlobStore()).take()  # the deep file would be missing from a partial snapshot
     remove_tree(env.workspace)
     assert not env.workspace.exists()

@@ -47,6 +47,8 @@ class Command(BaseCommand):
         parser.add_argument("--task", action="append", required=True, dest="tasks", help="task slug; repeatable")
         parser.add_argument("--repeats", type=int, default=1)
         parser.add_argument("--model", default="", help="model name for agents that use an LLM")
+        parser.add_argument("--fast-model", default="", help="model of the quick LLM-backed actions (default: --model)")
+        parser.add_argument("--edit-model", default="", help="model of Edit Script (AI) (default: the fast model)")
         parser.add_argument("--max-steps", type=int, default=None)
         parser.add_argument("--max-time", type=int, default=None, help="seconds")
         parser.add_argument("--max-tokens", type=int, default=None, help="token budget of each run")
@@ -84,6 +86,8 @@ class Command(BaseCommand):
                 tasks=tasks,
                 repeats=opts["repeats"],
                 model=opts["model"],
+                fast_model=opts["fast_model"],
+                edit_model=opts["edit_model"],
                 limits=RunLimits(
                     max_steps=opts["max_steps"],
                     max_time_s=opts["max_time"],
