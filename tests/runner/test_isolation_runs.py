@@ -80,6 +80,12 @@ for rel in READ_ONLY:
         except OSError as exc:
             print("refused", rel, what, type(exc).__name__)
 print("CONTENT", repr(open(READ_ONLY[0]).read()))
+# Whatever owns the file, the sandbox binds it read-only (the one protection when the worker is not root).
+with open("/proc/self/mountinfo") as fh:
+    mounts = [line.split() for line in fh]
+for rel in READ_ONLY:
+    options = [m[5].split(",") for m in mounts if m[4] == os.path.join(os.getcwd(), rel)]
+    print("MOUNTED", rel, "read-only" if options and "ro" in options[-1] else "writable")
 """
 
 
@@ -202,6 +208,7 @@ def test_a_run_sees_no_hidden_file_no_host_secret_and_cannot_change_read_only_da
     tried = steps[3].observation
     assert "OVERWROTE" not in tried, tried
     assert tried.count("refused data.txt") == 7 and f"CONTENT {DATA!r}" in tried
+    assert "MOUNTED data.txt read-only" in tried
     assert "read-only" in steps[4].observation  # the Write File action refused too
     store = BlobStore()
     final = store.manifest_load(run.final_snapshot)
