@@ -126,6 +126,11 @@ def assert_imported(objects, before, after, jobs, response):
     assert task.source == "uploaded" and task.current_version.status == "pending"
 
 
+def assert_exported(objects, before, after, jobs, response):
+    assert response.status_code == 200 and response["Content-Disposition"].endswith('.zip"')
+    assert before == after
+
+
 def admin_action(changelist: str, action: str, key: str) -> Callable:
     def send(client, objects):
         return client.post(reverse(changelist), {"action": action, "_selected_action": [objects[key].pk]})
@@ -182,6 +187,10 @@ CASES = {
         admin_action("admin:task_bank_task_changelist", "validate", "task"), admin_refused, assert_validation_queued
     ),
     "admin: import a task": Case(import_upload, admin_refused, assert_imported),
+    # Not a change, but the zip holds the task's hidden files: only curators may have it.
+    "admin: export a task": Case(
+        lambda c, o: c.get(reverse("admin:task_bank_task_export", args=[o["task"].pk])), admin_refused, assert_exported
+    ),
 }
 
 
