@@ -126,11 +126,13 @@ def outside(settings, bench_dirs):
         "var": Path("/var/tmp"),
         "tmp": Path("/tmp"),
     }.items():
-        if folder.is_dir():
-            secret = f"secret-{where.replace(' ', '-')}-{uuid.uuid4().hex}"
-            path = folder / f".bench-isolation-{secret}"
+        secret = f"secret-{where.replace(' ', '-')}-{uuid.uuid4().hex}"
+        path = folder / f".bench-isolation-{secret}"
+        try:
             path.write_text(secret)
-            secrets[where] = (path, secret)
+        except OSError:  # a worker that is not root cannot write to /srv: that folder goes unchecked
+            continue
+        secrets[where] = (path, secret)
     yield {"data": data, "secrets": secrets, "token": token}
     for path, _ in secrets.values():
         path.unlink(missing_ok=True)
@@ -192,7 +194,7 @@ def test_a_run_sees_no_hidden_file_no_host_secret_and_cannot_change_read_only_da
     assert seen["files"] > 0  # the search read files (the workspace's at least)
     if backend == "bwrap":
         python = get_sandbox(backend).python  # the interpreter's folders are bound where they are on the host
-        interpreter = {Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, os.path.realpath(python))}
+        interpreter = {Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, python, os.path.realpath(python))}
         allowed = {Path(d).name for d in SYSTEM_DIRS} | {"proc", "dev", "sys", "tmp", "workspace"} | interpreter
         assert set(seen["top"]) <= allowed, f"unexpected folders at the sandbox's root: {set(seen['top']) - allowed}"
 
