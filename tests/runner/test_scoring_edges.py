@@ -125,11 +125,12 @@ LOWER_FILES = {
 def test_a_run_on_a_lower_is_better_task_succeeds_only_by_beating_the_threshold_downwards(tmp_path):
     task_version, _ = task_import(root=package_write(tmp_path / "lower", LOWER_FILES), slug="lower")
 
-    def run_writing(value: str):
-        script = [
-            {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": value}},
-            {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
-        ]
+    def run_writing(value: str | None):
+        script = [{"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}}]
+        if value is not None:
+            script.insert(
+                0, {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": value}}
+            )
         agent = AgentFactory(config={"script": script})
         return run_execute(run_create(task=task_version.task, agent=agent, enqueue=False).pk)
 
@@ -143,3 +144,12 @@ def test_a_run_on_a_lower_is_better_task_succeeds_only_by_beating_the_threshold_
 
     higher = run_writing("8.0")  # a higher number is a worse loss
     assert (higher.final_score, higher.improvement, higher.succeeded) == (8.0, -1.0, False)
+
+    nothing = run_writing(None)  # no value.txt: eval.py cannot score the workspace
+    assert (nothing.status, nothing.final_score, nothing.improvement, nothing.succeeded) == (
+        "finished",
+        None,
+        None,
+        False,
+    )
+    assert "value.txt" in nothing.eval_error and "No such file" in nothing.eval_error
