@@ -6,7 +6,7 @@ BENCH_HOST ?= 127.0.0.1
 BENCH_PORT ?= 8000
 export BENCH_HOST BENCH_PORT
 
-.PHONY: run test lint install install-dev clean
+.PHONY: run test lint mutation install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,5 +42,15 @@ lint: install-dev
 test: lint
 	$(BIN)/pytest
 
+# Mutants of the code that decides scores and permissions, against the fast tests of those rules
+# ([tool.mutmut] in pyproject.toml; one at a time: the tests share one database). docs/testing.md has the report.
+# MUTANTS narrows the run to the functions that decide (the files also hold serializers and the trace export).
+MUTANTS ?= 'task_bank.models.*' '*has_permission__mutmut_*' '*agents_visible_filter__mutmut_*' \
+	'*runs_visible_to__mutmut_*' '*run_detail__mutmut_*'
+mutation: install-dev
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 1 $(MUTANTS)
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var mutants

@@ -1,7 +1,8 @@
 """Snapshot storage: a 50-step run in a workspace holding 20 MB of data, each step editing one small file.
 
-Compares the bytes our content-addressed snapshots store against copying the workspace after every step
-(and against MLAgentBench's own saving, which copies every file that is not read-only after every step).
+The headline compares the bytes our content-addressed snapshots add for the run against MLAgentBench as its
+tasks run: after every step it copies every file not listed read-only (the data is listed, so it is not copied).
+Copying the whole workspace after every step, which neither does, is printed as context only.
 
     .venv/bin/python benchmarks/snapshot_storage.py [--steps 50] [--data-mb 20]
 """
@@ -80,17 +81,19 @@ def main() -> None:
         run_bytes = disk_bytes(store.root) - after_prepare
 
         full_copy = workspace_bytes * args.steps
+        ratio = run_bytes / max(mlagentbench_bytes, 1)
         print(
             f"workspace: {workspace_bytes / 1e6:.1f} MB ({non_read_only / 1e3:.1f} kB of it writable), "
             f"{args.steps} steps, one small file edited per step"
         )
-        print(f"our snapshots, added by the run:        {run_bytes / 1e3:10.1f} kB")
-        print(f"  task data stored once per task version: {after_prepare / 1e6:8.1f} MB (hard links, no copy)")
         print(
-            f"copying the workspace after every step: {full_copy / 1e6:10.1f} MB "
-            f"({full_copy / max(run_bytes, 1):,.0f}x ours)"
+            f"our snapshots, added by the run: {run_bytes / 1e3:.1f} kB; MLAgentBench, copying the writable files "
+            f"after every step: {mlagentbench_bytes / 1e3:.1f} kB; ours is {ratio:.2f}x theirs "
+            f"({'larger' if ratio > 1 else 'smaller'})"
         )
-        print(f"MLAgentBench (non-read-only files each step): {mlagentbench_bytes / 1e3:8.1f} kB")
+        print("context:")
+        print(f"  task data stored once per task version: {after_prepare / 1e6:8.1f} MB (hard links, no copy)")
+        print(f"  copying the whole workspace every step: {full_copy / 1e6:8.1f} MB (what neither does)")
         print(
             f"time to take {args.steps} snapshots: {elapsed * 1000:.0f} ms ({elapsed * 1000 / args.steps:.1f} ms each)"
         )

@@ -80,3 +80,17 @@ def test_an_operators_export_trace_still_writes_a_private_agents_run(private_run
     call_command("export_trace", str(private_run.pk), "-")
 
     assert "notes.txt written" in capsys.readouterr().out
+
+
+def test_the_access_rule_on_agents_themselves_shows_a_private_agent_only_to_its_owner_and_staff(
+    people, private_agent, public_run
+):
+    from django.contrib.auth.models import AnonymousUser
+
+    from runner.models import Agent
+    from runner.selectors import agents_visible_filter
+
+    for who, viewer in [("anonymous", AnonymousUser()), *people.items(), ("operator", None)]:
+        names = set(Agent.objects.filter(agents_visible_filter(viewer)).values_list("name", flat=True))
+        assert "open-book" in names
+        assert ("hidden-hand" in names) == (who in ("owner", "staff", "operator")), who
