@@ -68,15 +68,43 @@ def success_by_task_figure(cells: list[dict]) -> dict:
     return figure.to_plotly_json()
 
 
+RATE_AXIS = (-8, 115)  # a success-rate axis with room for markers and labels at 0% and 100%
+
+#: Where a point's label goes, in the order points that would share a place take them; past these, the label is
+#: left to the legend and the hover (and the point keeps its colour).
+LABEL_PLACES = (
+    "middle right", "top right", "bottom right", "middle left", "top left", "bottom left", "top center",
+    "bottom center",
+)  # fmt: skip
+
+
+def label_places(points: list[tuple[float, float]], *, x_span: float, y_span: float) -> list[str | None]:
+    """A text position for each point's label such that points close together (within a tenth of the x axis and
+    8% of the y axis: labels are wider than they are tall) take different places; None: no room, no label."""
+    taken: list[tuple[float, float, str]] = []
+    places: list[str | None] = []
+    for x, y in points:
+        near = {place for tx, ty, place in taken if abs(tx - x) <= x_span / 10 and abs(ty - y) <= y_span * 0.08}
+        place = next((p for p in LABEL_PLACES if p not in near), None)
+        places.append(place)
+        if place is not None:
+            taken.append((x, y, place))
+    return places
+
+
 def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | None = None) -> dict:
     """Scatter: mean cost per run against success rate with its 95% Wilson interval, one coloured, named point
     per agent/model (a row without a counted run has no rate, so no point), and the Pareto frontier of the points
     as a dotted step line (drawn from two points up). The frontier is of the point estimates: the intervals say
     how sure it is. ``href(row)``: where a click on the row's point leads (static/js/charts.js opens a point's
     ``customdata[1]``), the list of the runs behind it."""
-    rows = [r for r in rows if r["success_rate"] is not None]
-    figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})
-    for row in sorted(rows, key=entrant):  # the bar chart's order, so each entrant has the same colour in both
+    rows = sorted((r for r in rows if r["success_rate"] is not None), key=entrant)  # the bar chart's order, so
+    figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})  # an entrant has one colour in both
+    highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
+    top = highest * 1.3 if highest else 1
+    points = [(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows]
+    places = label_places(points, x_span=top * 1.06, y_span=RATE_AXIS[1] - RATE_AXIS[0])
+    for row, place in zip(rows, places, strict=True):
         name = entrant(row)
         figure.add_scatter(
             name=name,
@@ -85,12 +113,12 @@ def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | No
             error_y=_error_bars([row]),
             text=[name],
             customdata=[[_interval_text(row), href(row) if href else ""]],
-            mode="markers+text",
-            textposition="middle right",
+            mode="markers+text" if place else "markers",
+            textposition=place or "middle right",
             marker={"size": 8 + min(row["runs"], 40)},
             hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata[0]}<extra></extra>",
         )
-    frontier = pareto_frontier([(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows])
+    frontier = pareto_frontier(points)
     if len(rows) > 1:
         figure.add_scatter(
             name="Pareto frontier",
@@ -101,10 +129,8 @@ def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | No
             # It passes through points: it takes no hover, so that a click there is the point's and opens its runs.
             hoverinfo="skip",
         )
-    highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
-    top = highest * 1.3 if highest else 1
     figure.update_xaxes(title="mean cost per run", range=[-0.06 * top, top])  # costs start at 0; a margin for markers
-    figure.update_yaxes(title="success rate (%)", range=[-8, 115])
+    figure.update_yaxes(title="success rate (%)", range=list(RATE_AXIS))
     return figure.to_plotly_json()
 
 

@@ -132,3 +132,23 @@ def test_the_cost_chart_draws_the_pareto_frontier_of_its_points(tiny_task):
 
     frontier = traces["Pareto frontier"]
     assert frontier["x"] == [0.01, 0.05] and frontier["y"] == [0.0, 100.0]  # "worse" costs more than "cheap"
+
+
+def test_labels_of_points_in_one_place_take_different_places_and_the_rest_go_to_the_legend():
+    from leaderboard.charts import LABEL_PLACES, label_places
+
+    same = [(0.0, 100.0)] * (len(LABEL_PLACES) + 1)
+    assert label_places(same, x_span=1, y_span=123) == [*LABEL_PLACES, None]
+    far = [(0.0, 100.0), (0.5, 100.0), (0.0, 50.0)]  # apart on either axis: each the first place
+    assert label_places(far, x_span=1, y_span=123) == ["middle right"] * 3
+
+
+def test_free_agents_at_the_same_rate_get_labels_that_do_not_collide(tiny_task):
+    for name in ("baseline", "tuner", "scripted"):  # no LLM: all at cost 0, all at 100%
+        RunFactory(task_version=tiny_task, agent=AgentFactory(name=name), succeeded=True, cost=Decimal("0"))
+
+    figure = cost_vs_success_figure(leaderboard_rows(viewer=ANYONE))
+    traces = [t for t in figure["data"] if t["name"] != "Pareto frontier"]
+
+    assert [(t["x"], t["y"]) for t in traces] == [([0.0], [100.0])] * 3
+    assert len({t["textposition"] for t in traces}) == 3
