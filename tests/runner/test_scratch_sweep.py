@@ -52,3 +52,20 @@ def test_the_reaper_removes_what_no_live_attempt_uses(tiny_task, settings):
     assert left(runs_dir / str(queued.pk)) == {"workspace-3", "eval-3-y", "agent-1.stderr.log"}
     assert left(runs_dir / str(ended.pk)) == {"agent-1.stderr.log"}
     assert not old_score.exists() and new_score.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sized workspaces are mounted by a root worker only")
+def test_the_reaper_unmounts_the_sized_workspace_a_dead_attempt_left(tiny_task, settings):
+    from runner.workspaces import overlay_mount, sized_mount, support_paths
+
+    ended = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, attempt=1)
+    workspace = settings.BENCH_RUNS_DIR / str(ended.pk) / "workspace-1"
+    sized_mount(workspace, limit_mb=8, max_files=100)
+    overlay_mount(workspace)
+    (workspace / "written.txt").write_text("left behind")
+    assert os.path.ismount(workspace)
+
+    scratch_sweep()
+
+    assert not os.path.ismount(workspace) and not workspace.exists()
+    assert not any(path.exists() for path in support_paths(workspace))  # the tmpfs holding the writes is gone
