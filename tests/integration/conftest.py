@@ -26,6 +26,16 @@ def service_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def shared_database_url() -> str:
+    """This test's PostgreSQL database, as a URL for a platform process the test starts (which shares it)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("the worker test shares the test database; it needs DATABASE_URL=postgres://...")
+    return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def start_worker(env: dict[str, str], log_path: Path, queue: str, *extra: str) -> subprocess.Popen:
     """A Celery worker in its own process group (so a test can kill it and all its children at once)."""
     log = open(log_path, "wb")  # noqa: SIM115 - handed to the process
@@ -66,14 +76,8 @@ def redis_broker(celery_test_queue):
 @pytest.fixture
 def worker_env(transactional_db, redis_broker, bench_var, celery_test_queue) -> dict[str, str]:
     """The environment for a worker process on Redis that uses this test's PostgreSQL database."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    if db["ENGINE"] != "django.db.backends.postgresql":
-        pytest.skip("the worker test shares the test database; it needs DATABASE_URL=postgres://...")
-    url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     return service_env(
-        DATABASE_URL=url,
+        DATABASE_URL=shared_database_url(),
         CELERY_BROKER_URL=redis_broker,
         CELERY_QUEUE=celery_test_queue,
         BENCH_VAR_DIR=str(bench_var),

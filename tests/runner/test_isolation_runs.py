@@ -155,6 +155,11 @@ def isolation_task(root: Path, hidden: str):
     return version
 
 
+def search_script(needles: list[str]) -> str:
+    """The search's source, looking for these needles (written into it reversed)."""
+    return f"NEEDLES = {json.dumps([n[::-1] for n in needles])}\nSYSTEM = {json.dumps(SYSTEM_DIRS)}\n{SEARCH}"
+
+
 def act(action: str, **args) -> dict:
     return {"type": "act", "action": action, "input": args}
 
@@ -167,8 +172,7 @@ def test_a_run_sees_no_hidden_file_no_host_secret_and_cannot_change_read_only_da
     version = isolation_task(outside["data"] / "package-src", hidden)
     secrets = outside["secrets"]
     needles = [f"{hidden}-package", f"{hidden}-prepared"] + [secret for _, secret in secrets.values()]
-    reversed_needles = [n[::-1] for n in needles]
-    search = f"NEEDLES = {json.dumps(reversed_needles)}\nSYSTEM = {json.dumps(SYSTEM_DIRS)}\n{SEARCH}"
+    search = search_script(needles)
     script = [
         {"probe": "exec(" + repr(search.replace("file=OUT", "file=__import__('sys').stderr")) + ")"},
         act("Write File", file_name="search.py", content=search.replace("file=OUT", "file=__import__('sys').stdout")),
