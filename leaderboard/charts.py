@@ -182,6 +182,39 @@ def improvement_distribution_figure(improvements: list[dict]) -> dict:
     return figure(boxes, layout=layout)
 
 
+def improvement_boxes_figure(boxes: list[dict]) -> dict:
+    """Boxes: the improvement (%) of the scored counted runs per task (x) and agent/model, drawn from each cell's
+    quartiles, extremes (the whiskers) and mean, without a point per run (the leaderboard's many-runs chart).
+    ``boxes``: one dict per cell, with the entrant's names, ``task__slug``, ``quartiles`` (q1, median, q3),
+    ``lowest``, ``highest``, ``mean`` and ``scored`` (as ``selectors.leaderboard_improvement_boxes`` gives)."""
+    traces = []
+    for name in sorted({entrant(b) for b in boxes}):  # the bar chart's order, so the same colours
+        cells = [b for b in boxes if entrant(b) == name]
+        traces.append(
+            {
+                "name": name,
+                "x": [b["task__slug"] for b in cells],
+                "q1": [_percent(b["quartiles"][0]) for b in cells],
+                "median": [_percent(b["quartiles"][1]) for b in cells],
+                "q3": [_percent(b["quartiles"][2]) for b in cells],
+                "lowerfence": [_percent(b["lowest"]) for b in cells],
+                "upperfence": [_percent(b["highest"]) for b in cells],
+                "mean": [_percent(b["mean"]) for b in cells],
+                "text": [f"n={b['scored']}" for b in cells],
+                "boxpoints": False,
+                "hoverinfo": "x+y+text+name",
+                "type": "box",
+            }
+        )
+    layout = {
+        **LAYOUT,
+        "title": {"text": "Improvement over the baseline per task (quartiles; whiskers at the extremes)"},
+        "boxmode": "group",
+        "yaxis": axis("improvement over the baseline (%)", zeroline=True),
+    }
+    return figure(traces, layout=layout)
+
+
 def task_scores_figure(
     steps: list[dict], finals: list[dict], *, baseline: float | None, reference: float | None, metric: str
 ) -> dict:

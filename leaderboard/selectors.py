@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from math import sqrt
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, StdDev, Sum
+from django.contrib.postgres.fields import ArrayField
+from django.db import connection
+from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, StdDev, Sum
 from django.db.models.functions import Coalesce, NullIf
 
 from runner.models import Run, Step
@@ -250,6 +252,51 @@ def leaderboard_improvements(
         .values(*ENTRANT, "task__slug", "improvement")
         .order_by("task__slug", "pk")
     )
+
+
+#: Past this many scored runs on the leaderboard, the improvement chart draws each cell's box from its quartiles
+#: (``leaderboard_improvement_boxes``) instead of every run as a point: a page of 100,000 points is megabytes.
+IMPROVEMENT_POINTS_MAX = 2000
+
+
+class Quantiles(Aggregate):
+    """PostgreSQL's ``percentile_cont`` of several fractions at once (one sort per group): a list of floats."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fractions)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+
+    def __init__(self, expression: str, *, fractions: tuple[float, ...], **extra) -> None:
+        listed = ", ".join(f"{float(f)!r}" for f in fractions)
+        array = f"ARRAY[{listed}]::float8[]"
+        super().__init__(expression, fractions=array, output_field=ArrayField(FloatField()), **extra)
+
+
+def improvement_boxes_possible() -> bool:
+    """Whether the database computes quartiles (PostgreSQL); elsewhere the chart takes every point."""
+    return connection.vendor == "postgresql"
+
+
+def leaderboard_improvement_boxes(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> list[dict]:
+    """Per agent version, model and task, the quartiles and the extremes of the improvements of its scored counted
+    runs, and their number: the improvement chart's boxes without the points (PostgreSQL only)."""
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+    )
+    groups = (
+        runs.filter(counted, improvement__isnull=False)
+        .values(*ENTRANT, "task__slug")
+        .annotate(
+            quartiles=Quantiles("improvement", fractions=(0.25, 0.5, 0.75)),
+            lowest=Min("improvement"),
+            highest=Max("improvement"),
+            mean=Avg("improvement"),
+            scored=Count("pk"),
+        )
+        .order_by("task__slug", "agent__name", "agent__version", "model")
+    )
+    return list(groups)
 
 
 def task_run_scores(*, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False) -> dict:

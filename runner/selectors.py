@@ -52,7 +52,7 @@ def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Annotate ``queue_position``: for a queued run, its place in the queue of all queued runs (1 starts next,
     whoever may see the runs ahead); None for any other run."""
     ahead = (
-        Run.objects.filter(status=Run.Status.QUEUED)
+        Run.objects.filter(status=Run.Status.QUEUED, created_at__lte=OuterRef("created_at"))  # the index's range
         .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk")))
         .order_by()
         .values("status")
@@ -135,9 +135,11 @@ def runs_page(
     if anchor is None:
         raise NoSuchRun(f"no run {anchor_pk}")
     if before:  # older: (created_at, id) < the anchor's, newest first
-        rows = list(runs.filter(Q(created_at__lt=anchor) | Q(created_at=anchor, pk__lt=before))[: size + 1])
+        # The plain bound on created_at is the index's range; the id only breaks the tie within it.
+        older = runs.filter(created_at__lte=anchor).filter(Q(created_at__lt=anchor) | Q(pk__lt=before))
+        rows = list(older[: size + 1])
         return RunsPage(rows[:size], rows[size - 1].pk if len(rows) > size else None, rows[0].pk if rows else None)
-    newer = runs.filter(Q(created_at__gt=anchor) | Q(created_at=anchor, pk__gt=after))
+    newer = runs.filter(created_at__gte=anchor).filter(Q(created_at__gt=anchor) | Q(pk__gt=after))
     rows = list(newer.order_by("created_at", "pk")[: size + 1])[::-1]  # the oldest of the newer ones, newest first
     return RunsPage(rows[-size:], rows[-1].pk if rows else None, rows[-size].pk if len(rows) > size else None)
 
