@@ -8,6 +8,8 @@ import re
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
 MAX_LIMIT = 500
 MAX_OFFSET = 1_000_000_000  # far past any list here, far below PostgreSQL's bigint
@@ -41,3 +43,52 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
         limit["schema"].update(minimum=1, maximum=self.max_limit, default=self.default_limit)
         offset["schema"].update(minimum=0, maximum=MAX_OFFSET, default=0)
         return [limit, offset]
+
+
+MAX_ID = 2**63 - 1  # PostgreSQL's bigint
+
+
+class BeforeOrOffsetPagination(BoundedLimitOffsetPagination):
+    """?limit= and ?offset= as above, or ?before=ID: the items that come after item ID in the list's order, as a
+    keyset page (read from the list's index at any depth; nothing skipped, nothing counted: ``count`` is null) whose
+    ``next`` link goes on from its last item. A list view offers it with ``keyset_page(queryset, *, before, size)
+    -> (items, next_before)``, which raises ValidationError when it cannot list from item ``before``."""
+
+    before_query_param = "before"
+
+    def paginate_queryset(self, queryset, request, view=None):
+        self.before = None
+        keyset_page = getattr(view, "keyset_page", None)
+        if keyset_page is None or getattr(view, "action", "list") != "list" or "before" not in request.query_params:
+            return super().paginate_queryset(queryset, request, view)
+        if self.offset_query_param in request.query_params:
+            raise ValidationError({"before": ["expected ?before= or ?offset=, not both"]})
+        self.request = request
+        self.limit = self.get_limit(request)
+        self.before = query_int(request.query_params, "before", minimum=1, maximum=MAX_ID, default=1)
+        items, self.next_before = keyset_page(queryset, before=self.before, size=self.limit)
+        return items
+
+    def get_paginated_response(self, data):
+        if self.before is None:
+            return super().get_paginated_response(data)
+        url = replace_query_param(self.request.build_absolute_uri(), self.limit_query_param, self.limit)
+        following = replace_query_param(url, "before", self.next_before) if self.next_before else None
+        return Response({"count": None, "next": following, "previous": None, "results": data})
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        answer = super().get_paginated_response_schema(schema)
+        answer["properties"]["count"].update(
+            nullable=True, description="How many items the list holds; null on a ?before= page (not counted)."
+        )
+        return answer
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        before = {
+            "name": self.before_query_param,
+            "required": False,
+            "in": "query",
+            "description": "List the items after the one with this id, in the list's order (instead of ?offset=).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+        }
+        return [*super().get_schema_operation_parameters(view), before]

@@ -1,12 +1,11 @@
-"""Charts are data: pure functions from rows to plotly figure dicts, handed to one Plotly.newPlot call."""
+"""Charts are data: pure functions from rows to plotly figure dicts (written directly: runner.charts.figure),
+handed to one Plotly.newPlot call."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import plotly.graph_objects as go
-
-from runner.charts import LAYOUT
+from runner.charts import LAYOUT, axis, figure, horizontal_lines
 
 from .stats import pareto_frontier
 
@@ -45,27 +44,35 @@ def success_by_task_figure(cells: list[dict]) -> dict:
     bar (a rate over few runs says little: the bar shows how little)."""
     tasks = sorted({c["task__slug"] for c in cells})
     entrants = sorted({entrant(c) for c in cells})
-    figure = go.Figure(layout={**LAYOUT, "title": "Success rate per task (95% interval)", "barmode": "group"})
+    bars = []
     for name in entrants:
         by_task = {c["task__slug"]: c for c in cells if entrant(c) == name}
         places = [by_task.get(t) for t in tasks]
         rates = [_percent(c["success_rate"]) if c else None for c in places]
-        figure.add_bar(
-            name=name,
-            x=tasks,
-            y=rates,
-            error_y=_error_bars(places),
-            # A label on every bar, so that 0% (runs, none succeeded) differs from no bar (no runs).
-            text=[f"{rate:g}%" if rate is not None else "" for rate in rates],
-            # Inside the bar's foot, clear of the error bar; above a bar too low to hold it (0% included).
-            textposition=["inside" if rate is not None and rate >= 12 else "outside" for rate in rates],
-            insidetextanchor="start",
-            cliponaxis=False,
-            customdata=[_interval_text(c) if c else "" for c in places],
-            hovertemplate="%{x}: %{y}% %{customdata}<extra>" + name + "</extra>",
+        bars.append(
+            {
+                "name": name,
+                "x": tasks,
+                "y": rates,
+                "error_y": _error_bars(places),
+                # A label on every bar, so that 0% (runs, none succeeded) differs from no bar (no runs).
+                "text": [f"{rate:g}%" if rate is not None else "" for rate in rates],
+                # Inside the bar's foot, clear of the error bar; above a bar too low to hold it (0% included).
+                "textposition": ["inside" if rate is not None and rate >= 12 else "outside" for rate in rates],
+                "insidetextanchor": "start",
+                "cliponaxis": False,
+                "customdata": [_interval_text(c) if c else "" for c in places],
+                "hovertemplate": "%{x}: %{y}% %{customdata}<extra>" + name + "</extra>",
+                "type": "bar",
+            }
         )
-    figure.update_yaxes(title="success rate (%)", range=[0, 108])
-    return figure.to_plotly_json()
+    layout = {
+        **LAYOUT,
+        "title": {"text": "Success rate per task (95% interval)"},
+        "barmode": "group",
+        "yaxis": axis("success rate (%)", range=[0, 108]),
+    }
+    return figure(bars, layout=layout)
 
 
 RATE_AXIS = (-8, 115)  # a success-rate axis with room for markers and labels at 0% and 100%
@@ -99,62 +106,113 @@ def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | No
     how sure it is. ``href(row)``: where a click on the row's point leads (static/js/charts.js opens a point's
     ``customdata[1]``), the list of the runs behind it."""
     rows = sorted((r for r in rows if r["success_rate"] is not None), key=entrant)  # the bar chart's order, so
-    figure = go.Figure(layout={**LAYOUT, "title": "Success against cost"})  # an entrant has one colour in both
-    highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
+    highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)  # an entrant has one colour in both
     top = highest * 1.3 if highest else 1
     points = [(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows]
     places = label_places(points, x_span=top * 1.06, y_span=RATE_AXIS[1] - RATE_AXIS[0])
+    traces = []
     for row, place in zip(rows, places, strict=True):
         name = entrant(row)
-        figure.add_scatter(
-            name=name,
-            x=[float(row["mean_cost"] or 0)],
-            y=[_percent(row["success_rate"])],
-            error_y=_error_bars([row]),
-            text=[name],
-            customdata=[[_interval_text(row), href(row) if href else ""]],
-            mode="markers+text" if place else "markers",
-            textposition=place or "middle right",
-            marker={"size": 8 + min(row["runs"], 40)},
-            hovertemplate="%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata[0]}<extra></extra>",
+        traces.append(
+            {
+                "name": name,
+                "x": [float(row["mean_cost"] or 0)],
+                "y": [_percent(row["success_rate"])],
+                "error_y": _error_bars([row]),
+                "text": [name],
+                "customdata": [[_interval_text(row), href(row) if href else ""]],
+                "mode": "markers+text" if place else "markers",
+                "textposition": place or "middle right",
+                "marker": {"size": 8 + min(row["runs"], 40)},
+                "hovertemplate": "%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata[0]}<extra></extra>",
+                "type": "scatter",
+            }
         )
     frontier = pareto_frontier(points)
     if len(rows) > 1:
-        figure.add_scatter(
-            name="Pareto frontier",
-            x=[cost for cost, _ in frontier],
-            y=[rate for _, rate in frontier],
-            mode="lines",
-            line={"shape": "hv", "dash": "dot", "color": "#6b7280", "width": 1},
-            # It passes through points: it takes no hover, so that a click there is the point's and opens its runs.
-            hoverinfo="skip",
+        traces.append(
+            {
+                "name": "Pareto frontier",
+                "x": [cost for cost, _ in frontier],
+                "y": [rate for _, rate in frontier],
+                "mode": "lines",
+                "line": {"shape": "hv", "dash": "dot", "color": "#6b7280", "width": 1},
+                # It passes through points: it takes no hover, so that a click there is the point's and opens its
+                # runs.
+                "hoverinfo": "skip",
+                "type": "scatter",
+            }
         )
-    figure.update_xaxes(title="mean cost per run", range=[-0.06 * top, top])  # costs start at 0; a margin for markers
-    figure.update_yaxes(title="success rate (%)", range=list(RATE_AXIS))
-    return figure.to_plotly_json()
+    layout = {
+        **LAYOUT,
+        "title": {"text": "Success against cost"},
+        # costs start at 0; a margin for markers
+        "xaxis": axis("mean cost per run", range=[-0.06 * top, top]),
+        "yaxis": axis("success rate (%)", range=list(RATE_AXIS)),
+    }
+    return figure(traces, layout=layout)
 
 
 def improvement_distribution_figure(improvements: list[dict]) -> dict:
     """Boxes: the improvement (%) of each scored counted run, per task (x) and agent/model (one box each, every
     run drawn beside it as a point), so a mean can be read with the spread behind it. ``improvements``: one dict
     per run, with the entrant's names, ``task__slug`` and ``improvement``."""
-    figure = go.Figure(
-        layout={**LAYOUT, "title": "Improvement over the baseline per task (each run a point)", "boxmode": "group"}
-    )
+    boxes = []
     for name in sorted({entrant(r) for r in improvements}):  # the bar chart's order, so the same colours
         runs = [r for r in improvements if entrant(r) == name]
-        figure.add_box(
-            name=name,
-            x=[r["task__slug"] for r in runs],
-            y=[_percent(r["improvement"]) for r in runs],
-            boxpoints="all",
-            jitter=0.4,
-            pointpos=0,
-            boxmean=True,
-            hovertemplate="%{x}: %{y}%<extra>" + name + "</extra>",
+        boxes.append(
+            {
+                "name": name,
+                "x": [r["task__slug"] for r in runs],
+                "y": [_percent(r["improvement"]) for r in runs],
+                "boxpoints": "all",
+                "jitter": 0.4,
+                "pointpos": 0,
+                "boxmean": True,
+                "hovertemplate": "%{x}: %{y}%<extra>" + name + "</extra>",
+                "type": "box",
+            }
         )
-    figure.update_yaxes(title="improvement over the baseline (%)", zeroline=True)
-    return figure.to_plotly_json()
+    layout = {
+        **LAYOUT,
+        "title": {"text": "Improvement over the baseline per task (each run a point)"},
+        "boxmode": "group",
+        "yaxis": axis("improvement over the baseline (%)", zeroline=True),
+    }
+    return figure(boxes, layout=layout)
+
+
+def improvement_boxes_figure(boxes: list[dict]) -> dict:
+    """Boxes: the improvement (%) of the scored counted runs per task (x) and agent/model, drawn from each cell's
+    quartiles, extremes (the whiskers) and mean, without a point per run (the leaderboard's many-runs chart).
+    ``boxes``: one dict per cell, with the entrant's names, ``task__slug``, ``quartiles`` (q1, median, q3),
+    ``lowest``, ``highest``, ``mean`` and ``scored`` (as ``selectors.leaderboard_improvement_boxes`` gives)."""
+    traces = []
+    for name in sorted({entrant(b) for b in boxes}):  # the bar chart's order, so the same colours
+        cells = [b for b in boxes if entrant(b) == name]
+        traces.append(
+            {
+                "name": name,
+                "x": [b["task__slug"] for b in cells],
+                "q1": [_percent(b["quartiles"][0]) for b in cells],
+                "median": [_percent(b["quartiles"][1]) for b in cells],
+                "q3": [_percent(b["quartiles"][2]) for b in cells],
+                "lowerfence": [_percent(b["lowest"]) for b in cells],
+                "upperfence": [_percent(b["highest"]) for b in cells],
+                "mean": [_percent(b["mean"]) for b in cells],
+                "text": [f"n={b['scored']}" for b in cells],
+                "boxpoints": False,
+                "hoverinfo": "x+y+text+name",
+                "type": "box",
+            }
+        )
+    layout = {
+        **LAYOUT,
+        "title": {"text": "Improvement over the baseline per task (quartiles; whiskers at the extremes)"},
+        "boxmode": "group",
+        "yaxis": axis("improvement over the baseline (%)", zeroline=True),
+    }
+    return figure(traces, layout=layout)
 
 
 def task_scores_figure(
@@ -165,43 +223,52 @@ def task_scores_figure(
     baseline and the reference score as dashed lines. ``steps``: dicts of ``run_id``, ``index``, ``score`` and
     the entrant's names, in run and step order; ``finals``: dicts of ``pk``, ``steps_count``, ``final_score`` and
     the entrant's names, one per counted run with a final score."""
-    figure = go.Figure(layout={**LAYOUT, "title": f"{metric} over the steps of each run"})
     names = sorted({entrant(r) for r in [*steps, *finals]})
     colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
     by_run: dict[int, list[dict]] = {}
     for step in steps:
         by_run.setdefault(step["run_id"], []).append(step)
+    traces = []
     named: set[str] = set()
     for run_id, run_steps in by_run.items():
         name = entrant(run_steps[0])
-        figure.add_scatter(
-            name=name,
-            legendgroup=name,
-            showlegend=name not in named,
-            x=[s["index"] for s in run_steps],
-            y=[s["score"] for s in run_steps],
-            mode="lines+markers",
-            line={"color": colours[name], "width": 1},
-            marker={"size": 5},
-            hovertemplate=f"run {run_id}, step %{{x}}: %{{y}}<extra>{name}</extra>",
+        traces.append(
+            {
+                "name": name,
+                "legendgroup": name,
+                "showlegend": name not in named,
+                "x": [s["index"] for s in run_steps],
+                "y": [s["score"] for s in run_steps],
+                "mode": "lines+markers",
+                "line": {"color": colours[name], "width": 1},
+                "marker": {"size": 5},
+                "hovertemplate": f"run {run_id}, step %{{x}}: %{{y}}<extra>{name}</extra>",
+                "type": "scatter",
+            }
         )
         named.add(name)
     for name in names:
         ended = [f for f in finals if entrant(f) == name]
         if ended:
-            figure.add_scatter(
-                name=f"{name}: final scores",
-                legendgroup=name,
-                x=[max(f["steps_count"] - 1, 0) for f in ended],
-                y=[f["final_score"] for f in ended],
-                customdata=[f["pk"] for f in ended],
-                mode="markers",
-                marker={"symbol": "diamond", "size": 9, "color": colours[name]},
-                hovertemplate="run %{customdata}: final %{y}<extra>" + name + "</extra>",
+            traces.append(
+                {
+                    "name": f"{name}: final scores",
+                    "legendgroup": name,
+                    "x": [max(f["steps_count"] - 1, 0) for f in ended],
+                    "y": [f["final_score"] for f in ended],
+                    "customdata": [f["pk"] for f in ended],
+                    "mode": "markers",
+                    "marker": {"symbol": "diamond", "size": 9, "color": colours[name]},
+                    "hovertemplate": "run %{customdata}: final %{y}<extra>" + name + "</extra>",
+                    "type": "scatter",
+                }
             )
-    for value, label in ((baseline, "baseline"), (reference, "reference")):
-        if value is not None:
-            figure.add_hline(y=value, line_dash="dash", line_color="#6b7280", annotation_text=label)
-    figure.update_xaxes(title="step")
-    figure.update_yaxes(title=metric)
-    return figure.to_plotly_json()
+    lines = [(value, label) for value, label in ((baseline, "baseline"), (reference, "reference")) if value is not None]
+    layout = {
+        **LAYOUT,
+        "title": {"text": f"{metric} over the steps of each run"},
+        **horizontal_lines(lines, color="#6b7280"),
+        "xaxis": axis("step"),
+        "yaxis": axis(metric),
+    }
+    return figure(traces, layout=layout)

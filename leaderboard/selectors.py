@@ -3,7 +3,11 @@ runs goes through runner's access rule, so a private agent's runs count only for
 
 from __future__ import annotations
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, StdDev, Sum
+from math import sqrt
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import connection
+from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, StdDev, Sum
 from django.db.models.functions import Coalesce, NullIf
 
 from runner.models import Run, Step
@@ -11,7 +15,7 @@ from runner.selectors import Viewer, runs_list, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
 from .query import board_sort
-from .stats import entrant_stats, paired_difference, ranking_key
+from .stats import Number, entrant_stats, paired_difference, ranking_key
 
 ENTRANT = ("agent__name", "agent__version", "model")
 
@@ -138,21 +142,66 @@ def ranked_runs(
     return runs, counted
 
 
+def leaderboard_cell_groups(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> list[dict]:
+    """The leaderboard's one aggregation: ``_sums`` per agent version, model and task, over ``ranked_runs``, the
+    groups with only infrastructure failures included (``runs`` 0: their row still shows how many it had). The
+    rows and the cells are both made from these groups, so they always add up."""
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+    )
+    groups = runs.values(*ENTRANT, "task__slug").annotate(
+        **_sums(counted=counted),
+        improvement_squares=Sum(F("improvement") * F("improvement"), filter=counted),
+    )
+    return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
+
+
+#: The counts and sums that a row adds up over its cells.
+_ADDED = ("runs", "successes", "infrastructure_failures", "scored", "normalised_count")
+_ADDED += tuple(sorted(SUMS_ONLY - {"improvement_sd"}))
+
+
+def _added(a: Number | None, b: Number | None) -> Number | None:
+    """A sum of two sums, either of which may be missing (SQL's SUM over no value is NULL)."""
+    return a if b is None else b if a is None else a + b
+
+
+def _rows_from_groups(groups: list[dict]) -> list[dict]:
+    """One row per entrant from its per-task groups (``leaderboard_cell_groups``): each count and sum added up over
+    the tasks, ``tasks`` the tasks where it has counted runs, and the sample standard deviation of all its
+    improvements from their count, sum and sum of squares; ranked (``ranking_key``)."""
+    totals: dict[tuple, dict] = {}
+    for group in groups:
+        key = tuple(group[k] for k in ENTRANT)
+        total = totals.setdefault(key, {**dict(zip(ENTRANT, key, strict=True)), "tasks": 0})
+        total["tasks"] += group["runs"] > 0
+        for name in (*_ADDED, "improvement_squares"):
+            total[name] = _added(total.get(name), group[name])
+    rows = []
+    for total in totals.values():
+        squares, n, improvements = total.pop("improvement_squares"), total["scored"], total["improvement_sum"]
+        variance = (squares - improvements * improvements / n) / (n - 1) if n >= 2 and squares is not None else None
+        total["improvement_sd"] = sqrt(max(0.0, variance)) if variance is not None else None
+        rows.append(_with_figures(total))
+    return sorted(rows, key=ranking_key)
+
+
+def _cells_from_groups(groups: list[dict]) -> list[dict]:
+    """The per-task cells: the groups with counted runs, as rows of one task."""
+    return [_with_figures({k: v for k, v in g.items() if k != "improvement_squares"}) for g in groups if g["runs"]]
+
+
 def leaderboard_rows(
     *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
 ) -> list[dict]:
     """One row per agent version and model over every enabled task: the paper's success rate (runs that beat
     the baseline by the threshold), mean improvement, mean normalised score, and efficiency (cost, tokens, time),
-    over the runs that rankings count (``counted_runs``); ranked (``ranking_key``)."""
-    runs, counted = ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
-    )
-    groups = (
-        runs.values(*ENTRANT)
-        .annotate(tasks=Count("task", distinct=True, filter=counted), **_sums(counted=counted))
-        .order_by()
-    )
-    return sorted((_with_figures(g) for g in groups), key=ranking_key)
+    over the runs that rankings count (``counted_runs``); ranked (``ranking_key``). Added up from the per-task
+    groups of ``leaderboard_cell_groups``."""
+    options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
+    return _rows_from_groups(leaderboard_cell_groups(viewer=viewer, **options))
 
 
 def leaderboard_cells(
@@ -160,16 +209,8 @@ def leaderboard_cells(
 ) -> list[dict]:
     """Success rate, mean improvement and mean normalised score per agent version, model and task (the paper's
     per-task table)."""
-    runs, counted = ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
-    )
-    groups = (
-        runs.values(*ENTRANT, "task__slug")
-        .annotate(**_sums(counted=counted))
-        .filter(runs__gt=0)
-        .order_by("task__slug", "agent__name")
-    )
-    return [_with_figures(g) for g in groups]
+    options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
+    return _cells_from_groups(leaderboard_cell_groups(viewer=viewer, **options))
 
 
 def leaderboard_matrix(
@@ -182,10 +223,10 @@ def leaderboard_matrix(
 ) -> dict:
     """The leaderboard page's table: its rows in the order ``sort`` asks for (``query.board_sort``; the ranking
     without it), the tasks that have runs, and for each row its cell on each task (None where it has no runs
-    there); the cells as a list too, for the charts."""
+    there); the cells as a list too, for the charts. One query: rows and cells come from the same groups."""
     options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
-    rows = leaderboard_rows(viewer=viewer, **options)
-    cells = leaderboard_cells(viewer=viewer, **options)
+    groups = leaderboard_cell_groups(viewer=viewer, **options)
+    rows, cells = _rows_from_groups(groups), _cells_from_groups(groups)
     tasks = sorted({c["task__slug"] for c in cells})
     by_entrant: dict[tuple, dict] = {}
     for cell in cells:
@@ -211,6 +252,51 @@ def leaderboard_improvements(
         .values(*ENTRANT, "task__slug", "improvement")
         .order_by("task__slug", "pk")
     )
+
+
+#: Past this many scored runs on the leaderboard, the improvement chart draws each cell's box from its quartiles
+#: (``leaderboard_improvement_boxes``) instead of every run as a point: a page of 100,000 points is megabytes.
+IMPROVEMENT_POINTS_MAX = 2000
+
+
+class Quantiles(Aggregate):
+    """PostgreSQL's ``percentile_cont`` of several fractions at once (one sort per group): a list of floats."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fractions)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+
+    def __init__(self, expression: str, *, fractions: tuple[float, ...], **extra) -> None:
+        listed = ", ".join(f"{float(f)!r}" for f in fractions)
+        array = f"ARRAY[{listed}]::float8[]"
+        super().__init__(expression, fractions=array, output_field=ArrayField(FloatField()), **extra)
+
+
+def improvement_boxes_possible() -> bool:
+    """Whether the database computes quartiles (PostgreSQL); elsewhere the chart takes every point."""
+    return connection.vendor == "postgresql"
+
+
+def leaderboard_improvement_boxes(
+    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+) -> list[dict]:
+    """Per agent version, model and task, the quartiles and the extremes of the improvements of its scored counted
+    runs, and their number: the improvement chart's boxes without the points (PostgreSQL only)."""
+    runs, counted = ranked_runs(
+        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+    )
+    groups = (
+        runs.filter(counted, improvement__isnull=False)
+        .values(*ENTRANT, "task__slug")
+        .annotate(
+            quartiles=Quantiles("improvement", fractions=(0.25, 0.5, 0.75)),
+            lowest=Min("improvement"),
+            highest=Max("improvement"),
+            mean=Avg("improvement"),
+            scored=Count("pk"),
+        )
+        .order_by("task__slug", "agent__name", "agent__version", "model")
+    )
+    return list(groups)
 
 
 def task_run_scores(*, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False) -> dict:

@@ -7,15 +7,24 @@ from runner.selectors import runs_list
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 
-from .charts import cost_vs_success_figure, improvement_distribution_figure, success_by_task_figure, task_scores_figure
+from .charts import (
+    cost_vs_success_figure,
+    improvement_boxes_figure,
+    improvement_distribution_figure,
+    success_by_task_figure,
+    task_scores_figure,
+)
 from .exports import leaderboard_csv, leaderboard_json
 from .links import runs_href
 from .query import BoardQuery, board_query_parse
 from .selectors import (
+    IMPROVEMENT_POINTS_MAX,
     entrant_key,
     entrant_parse,
     home_page,
+    improvement_boxes_possible,
     leaderboard_compare,
+    leaderboard_improvement_boxes,
     leaderboard_improvements,
     leaderboard_matrix,
     leaderboard_rows,
@@ -104,11 +113,17 @@ def _leaderboard_charts(request: HttpRequest, *, board: dict, query: BoardQuery,
     def href(row: dict) -> str:
         return runs_href(row, ranking=ranking, current=query.current_only, category=query.category)
 
-    improvements = leaderboard_improvements(viewer=request.user, **query.options())
+    scored = sum(cell["scored"] for cell in board["cells"])
+    if scored > IMPROVEMENT_POINTS_MAX and improvement_boxes_possible():
+        improvements = improvement_boxes_figure(leaderboard_improvement_boxes(viewer=request.user, **query.options()))
+    elif scored:
+        improvements = improvement_distribution_figure(leaderboard_improvements(viewer=request.user, **query.options()))
+    else:
+        improvements = None
     return {
         "success_by_task": success_by_task_figure(board["cells"]),
         "cost_vs_success": cost_vs_success_figure(board["rows"], href=href),
-        "improvements": improvement_distribution_figure(improvements) if improvements else None,
+        "improvements": improvements,
     }
 
 

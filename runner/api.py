@@ -5,12 +5,13 @@ from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from bench.pagination import BeforeOrOffsetPagination
 from bench.schema import errors
 from task_bank.models import Task
 
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
-from .selectors import queue_position, runs_list
+from .selectors import NoSuchRun, queue_position, runs_list, runs_page
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
 
 
@@ -102,11 +103,21 @@ class IsStaffOrReadOnly(permissions.BasePermission):
     retrieve=extend_schema(responses={200: RunSerializer, **errors(404)}),
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
-    """Runs, newest first; filter with ?status=, ?task=, ?agent=. Staff can start and cancel runs. A private
-    agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
+    """Runs, newest first; filter with ?status=, ?task=, ?agent=; page with ?limit= and ?offset=, or (as fast at any
+    depth) ?before=ID, the runs after run ID, which each page's ``next`` link follows. Staff can start and cancel
+    runs. A private agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
 
     serializer_class = RunSerializer
     permission_classes = [IsStaffOrReadOnly]
+    pagination_class = BeforeOrOffsetPagination
+
+    def keyset_page(self, queryset, *, before: int, size: int) -> tuple[list[Run], int | None]:
+        """?before=ID: the runs listed after run ID (older), read from the list's index at any depth."""
+        try:
+            page = runs_page(queryset, viewer=self.request.user, before=before, size=size)
+        except NoSuchRun as exc:
+            raise serializers.ValidationError({"before": [f"{exc} to list from"]}) from None
+        return page.runs, page.older_from
 
     def get_queryset(self):
         params = self.request.query_params

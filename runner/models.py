@@ -226,12 +226,19 @@ class Run(models.Model):
 
     #: The order queued runs start in: first queued, first started (a resumed run keeps its place).
     QUEUE_ORDER = ("created_at", "pk")
+    #: The order of the lists of runs: newest first, the id breaking ties (runs queued together share a time).
+    LIST_ORDER = ("-created_at", "-pk")
 
     class Meta:
-        ordering = ["-created_at"]
+        ordering = ["-created_at", "-pk"]
+        # One index per ordering and filter of the lists (newest first: ``LIST_ORDER``, scanned backwards) and of the
+        # queue (``QUEUE_ORDER``, which also counts a queued run's place), so a page reads its rows, never the table.
         indexes = [
             models.Index(fields=["task", "agent", "status"]),
-            models.Index(fields=["status", "created_at"], name="run_queue_order"),
+            models.Index(fields=["status", "created_at", "id"], name="run_queue_order"),
+            models.Index(fields=["created_at", "id"], name="run_list_order"),
+            models.Index(fields=["task", "created_at", "id"], name="run_task_list_order"),
+            models.Index(fields=["agent", "created_at", "id"], name="run_agent_list_order"),
         ]
 
     def __str__(self) -> str:

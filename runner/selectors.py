@@ -9,6 +9,8 @@ through their run, so a step is visible exactly when its run is.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
@@ -50,7 +52,7 @@ def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Annotate ``queue_position``: for a queued run, its place in the queue of all queued runs (1 starts next,
     whoever may see the runs ahead); None for any other run."""
     ahead = (
-        Run.objects.filter(status=Run.Status.QUEUED)
+        Run.objects.filter(status=Run.Status.QUEUED, created_at__lte=OuterRef("created_at"))  # the index's range
         .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk")))
         .order_by()
         .values("status")
@@ -80,10 +82,11 @@ def runs_list(
     current: bool = False,
     category: str | None = None,
 ) -> QuerySet[Run]:
-    """The runs ``viewer`` may see, newest first, filtered by status, task slug, agent name, agent ``version``,
-    ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs a leaderboard
-    count stands for), ``current`` (only runs of their task's current version) and the task's ``category``."""
-    qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by("-created_at")
+    """The runs ``viewer`` may see, newest first (``Run.LIST_ORDER``), filtered by status, task slug, agent name,
+    agent ``version``, ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs
+    a leaderboard count stands for), ``current`` (only runs of their task's current version) and the task's
+    ``category``."""
+    qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by(*Run.LIST_ORDER)
     qs = with_queue_position(qs)
     if status:
         qs = qs.filter(status=status)
@@ -102,6 +105,43 @@ def runs_list(
     if category:
         qs = qs.filter(task__category=category)
     return qs
+
+
+class RunsPage(NamedTuple):
+    """A page of a list of runs in ``Run.LIST_ORDER``: its runs, and the run to list the next older page from
+    (``runs_page(before=...)``) and the next newer one (``after=``), None at either end."""
+
+    runs: list[Run]
+    older_from: int | None
+    newer_from: int | None
+
+
+class NoSuchRun(LookupError):
+    """A page was asked from a run that the viewer cannot see (or that does not exist: the same answer)."""
+
+
+def runs_page(
+    runs: QuerySet[Run], *, viewer: Viewer, before: int | None = None, after: int | None = None, size: int = 50
+) -> RunsPage:
+    """One page of ``runs`` (in ``Run.LIST_ORDER``) by keyset: the ``size`` runs that come after run ``before`` in
+    the list (older), or just before run ``after`` (newer), or the first ones. Each page reads its rows from the
+    list's index whatever its depth (no offset to skip, no count). ``NoSuchRun`` when the run named is not one
+    ``viewer`` may see."""
+    anchor_pk = before or after
+    if anchor_pk is None:
+        rows = list(runs[: size + 1])
+        return RunsPage(rows[:size], rows[size - 1].pk if len(rows) > size else None, None)
+    anchor = runs_visible_to(viewer).filter(pk=anchor_pk).values_list("created_at", flat=True).first()
+    if anchor is None:
+        raise NoSuchRun(f"no run {anchor_pk}")
+    if before:  # older: (created_at, id) < the anchor's, newest first
+        # The plain bound on created_at is the index's range; the id only breaks the tie within it.
+        older = runs.filter(created_at__lte=anchor).filter(Q(created_at__lt=anchor) | Q(pk__lt=before))
+        rows = list(older[: size + 1])
+        return RunsPage(rows[:size], rows[size - 1].pk if len(rows) > size else None, rows[0].pk if rows else None)
+    newer = runs.filter(created_at__gte=anchor).filter(Q(created_at__gt=anchor) | Q(pk__gt=after))
+    rows = list(newer.order_by("created_at", "pk")[: size + 1])[::-1]  # the oldest of the newer ones, newest first
+    return RunsPage(rows[-size:], rows[-1].pk if rows else None, rows[-size].pk if len(rows) > size else None)
 
 
 def run_detail(*, viewer: Viewer, pk: int) -> Run:

@@ -1,6 +1,5 @@
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -9,7 +8,7 @@ from .actions import catalogue_for_agent
 from .charts import score_over_steps_figure
 from .jobs import QueueUnreachable
 from .models import Run, Step
-from .selectors import RANKINGS, run_detail, run_steps, run_trace_json, runs_list
+from .selectors import RANKINGS, NoSuchRun, run_detail, run_steps, run_trace_json, runs_list, runs_page
 from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
 from .trace import steps_display, workspace_changes, workspace_file, workspace_files
 
@@ -29,7 +28,19 @@ def _step_or_404(run: Run, index: int) -> Step:
     return step
 
 
+#: Runs on a page of the runs list.
+RUNS_PAGE_SIZE = 50
+
+
+def _run_id(request: HttpRequest, key: str) -> int | None:
+    """?before=N or ?after=N: a run id; anything else is none."""
+    value = request.GET.get(key, "")
+    return int(value) if value.isdigit() and len(value) < 19 else None
+
+
 def run_list_view(request: HttpRequest) -> HttpResponse:
+    """The runs, newest first, a page at a time: ?before=N lists the runs older than run N, ?after=N the newer ones
+    (keyset pages: as fast deep in the list as at its head)."""
     filters = {
         key: request.GET.get(key) or None for key in ("status", "task", "agent", "version", "ranking", "category")
     }
@@ -42,9 +53,17 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     unknown_ranking = None
     if filters["ranking"] and filters["ranking"] not in RANKINGS:
         unknown_ranking, filters["ranking"] = filters["ranking"], None
-    page = Paginator(runs_list(viewer=request.user, **filters), 50).get_page(request.GET.get("page"))
+    before, after = (_run_id(request, key) for key in ("before", "after"))
+    runs = runs_list(viewer=request.user, **filters)
+    unknown_from = None
+    try:
+        page = runs_page(runs, viewer=request.user, before=before, after=None if before else after, size=RUNS_PAGE_SIZE)
+    except NoSuchRun:
+        unknown_from = before or after
+        page = runs_page(runs, viewer=request.user, size=RUNS_PAGE_SIZE)
     context = {
         "page": page,
+        "unknown_from": unknown_from,
         "filters": filters,
         "filtered": any(v not in (None, False) for v in filters.values()),
         "statuses": Run.Status.choices,

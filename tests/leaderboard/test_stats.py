@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 
+from leaderboard import stats
 from leaderboard.stats import (
     entrant_stats,
     mean,
@@ -140,9 +141,22 @@ def test_a_rate_reads_with_its_interval_and_n():
     assert rate_label(successes=0, runs=0) == "— n=0"
 
 
-@pytest.mark.parametrize("df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452), (100, 1.9840)])
+@pytest.mark.parametrize(
+    "df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452), (100, 1.9840), (1000, 1.9623)]
+)
 def test_the_t_quantile_matches_the_printed_tables(df, t):
     assert t_quantile95(df) == pytest.approx(t, abs=1e-4)
+
+
+@pytest.mark.parametrize("df", [200, 999, 5000])
+def test_past_many_degrees_of_freedom_the_t_quantile_is_the_exact_one_found_quickly(df, monkeypatch):
+    quick = t_quantile95(df)
+    monkeypatch.setattr(stats, "T_EXPANSION_FROM", 10**9)  # bisection on the exact distribution
+    t_quantile95.cache_clear()
+    try:
+        assert quick == pytest.approx(t_quantile95(df), abs=1e-9)
+    finally:
+        t_quantile95.cache_clear()
 
 
 def test_the_mean_interval_is_mean_plus_minus_t_times_the_standard_error():
