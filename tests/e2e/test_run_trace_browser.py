@@ -39,4 +39,4 @@ def test_a_live_run_updates_without_a_reload(page, live_server, tiny_task):
     page.wait_for_selector("#step-0", timeout=8000)
     assert page.locator("#final-score").inner_text() == "1.5000"
     assert page.locator(".step-live").count() == 0
-    assert page.locator("#trace[hx-trigger]").count() == 0  # polling stops once the run has ended
+    assert page.locator("#poller[hx-trigger]").count() == 0  # polling stops once the run has ended
