@@ -49,10 +49,11 @@ def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, Sa
 def steps_display(
     steps: list[Step], *, initial_snapshot: str = "", previous: Step | None = None, previous_plan: str | None = None
 ) -> list[dict]:
-    """The steps of a trace with their displayed entries, whether the step changed the workspace, and whether a
-    new attempt of the run took over at it (``resumed``: the worker of the step before stopped). ``previous`` is
-    the step before the first of ``steps`` (None when they start the run) and ``previous_plan`` the plan last
-    written before it, when it wrote none."""
+    """The steps of a trace with the plan the agent last wrote before each (``previous_plan``, which the step's
+    displayed entries are compared with), whether the step changed the workspace, and whether a new attempt of
+    the run took over at it (``resumed``: the worker of the step before stopped). ``previous`` is the step before
+    the first of ``steps`` (None when they start the run) and ``previous_plan`` the plan last written before it,
+    when it wrote none. ``step_cards`` renders them."""
     previous_snapshot, previous_attempt = initial_snapshot or None, None
     if previous is not None:
         previous_plan = previous.entries.get(PLAN, previous_plan)
@@ -62,7 +63,7 @@ def steps_display(
         shown.append(
             {
                 "step": step,
-                "entries": entries_display(step, previous_plan),
+                "previous_plan": previous_plan,
                 "workspace_changed": previous_snapshot is not None and step.snapshot != previous_snapshot,
                 "resumed": previous_attempt is not None and step.attempt != previous_attempt and not step.inherited,
             }
@@ -73,16 +74,16 @@ def steps_display(
     return shown
 
 
-# A recorded step never changes, so its card (what _step_card.html renders of it) is cached. The key holds what
-# can still change after the step is recorded (its score, set when the run's steps are scored) and CARD_VERSION,
-# raised whenever the card's template or data change.
-CARD_VERSION = 1
+# A recorded step never changes, so its card (what _step_card.html renders of it: everything but the per-viewer
+# fork button) is cached. The key holds what can still change after the step is recorded (its score, set when the
+# run's steps are scored) and CARD_VERSION, raised whenever the card's template or data change.
+CARD_VERSION = 3
 CARD_SECONDS = 24 * 3600
 
 
 def step_cards(items: list[dict], *, run: Run) -> None:
     """Set ``item["card"]`` on each item of ``steps_display``: the step's rendered card, from the cache when it
-    is there."""
+    is there (its entries are only highlighted when it is not)."""
     keys = {
         f"trace-card:{CARD_VERSION}:{item['step'].pk}:{item['step'].score!r}:{item['step'].llm_calls_count}": item
         for item in items
@@ -93,6 +94,7 @@ def step_cards(items: list[dict], *, run: Run) -> None:
     for key, item in keys.items():
         html = cached.get(key)
         if html is None:
+            item["entries"] = entries_display(item["step"], item["previous_plan"])
             html = fresh[key] = template.render({"run": run, "item": item, "step": item["step"]})
         item["card"] = mark_safe(html)  # noqa: S308 - rendered by our autoescaping template
     if fresh:
