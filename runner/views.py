@@ -68,8 +68,8 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
 def _trace_context(run: Run, steps: list[Step], previous: Step | None) -> dict:
     """What the trace's partials need to show ``steps`` (the step before them is ``previous``)."""
     plan = None
-    if previous is not None and PLAN not in previous.entries:
-        plan = run_plan_before(run=run, index=previous.index)
+    if previous is not None and PLAN not in previous.entries and any(PLAN in step.entries for step in steps):
+        plan = run_plan_before(run=run, index=previous.index)  # only a shown plan is compared with it
     items = steps_display(steps, initial_snapshot=run.initial_snapshot, previous=previous, previous_plan=plan)
     step_cards(items, run=run)
     earlier = steps[0].index if previous is not None and steps else None
