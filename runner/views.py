@@ -114,7 +114,12 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     context = _trace_context(run, steps, previous)
     context["score_chart"] = _score_chart(run)
     context["last_index"] = steps[-1].index if steps else after
-    return render(request, "runner/run_detail.html#poll", context)
+    response = render(request, "runner/run_detail.html#poll", context)
+    if request.user.is_staff and not run.is_live:
+        # Staff act on an ended run (fork from a step, run again, score every step): the buttons the live page
+        # did not show come with the whole page, loaded once, when the run ends.
+        response["HX-Refresh"] = "true"
+    return response
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:

@@ -96,6 +96,18 @@ def test_the_poll_of_an_ended_run_stops_polling(client, tiny_task):
     assert "hx-trigger" not in fragment.split("</div>", 1)[0]
 
 
+def test_when_the_run_ends_staff_get_the_page_reloaded_for_its_buttons(client, admin_client, tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING)
+    steps_create(run, 1)
+    url = reverse("runner:run_poll", args=[run.pk])
+    assert "HX-Refresh" not in admin_client.get(url, {"after": 0})  # still live: new steps only
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
+
+    assert admin_client.get(url, {"after": 0})["HX-Refresh"] == "true"  # the fork buttons come with the page
+    assert "HX-Refresh" not in client.get(url, {"after": 0})  # a visitor has no buttons to get: no reload
+
+
 def test_an_opened_llm_call_detail_loads_the_prompt_and_completion(client, tiny_task):
     run = RunFactory(task_version=tiny_task)
     (step,) = steps_create(run, 1)
