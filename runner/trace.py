@@ -84,10 +84,12 @@ CARD_SECONDS = 24 * 3600
 def step_cards(items: list[dict], *, run: Run) -> None:
     """Set ``item["card"]`` on each item of ``steps_display``: the step's rendered card, from the cache when it
     is there (its entries are only highlighted when it is not)."""
-    keys = {
-        f"trace-card:{CARD_VERSION}:{item['step'].pk}:{item['step'].score!r}:{item['step'].llm_calls_count}": item
-        for item in items
-    }
+    keys = {}
+    for item in items:
+        step = item["step"]
+        # started_at too: a database reset or restored under a lasting cache may give another step the same id.
+        stamp = step.started_at.timestamp()
+        keys[f"trace-card:{CARD_VERSION}:{step.pk}:{stamp}:{step.score!r}:{step.llm_calls_count}"] = item
     cached = cache.get_many(list(keys))
     template = get_template("runner/_step_card.html")
     fresh = {}
