@@ -14,10 +14,12 @@ from typing import NamedTuple
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Length, Substr
 
 from .actions import ACTIONS
-from .models import Agent, Run, Step
+from .models import Agent, LLMCall, Run, Step
+from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
 # (export_trace), which sees everything.
@@ -154,6 +156,62 @@ def run_detail(*, viewer: Viewer, pk: int) -> Run:
 def run_steps(*, run: Run) -> QuerySet[Step]:
     """The steps of a run already read through the access rule."""
     return Step.objects.filter(run=run).order_by("index").prefetch_related("llm_calls")
+
+
+TRACE_PAGE_STEPS = 50  # steps the run page shows at first, and per "earlier steps" page
+OBSERVATION_PREVIEW_CHARS = 2_000  # the start of a longer observation is shown; the rest loads when opened
+
+
+def _steps_shown(run: Run) -> QuerySet[Step]:
+    """A run's steps as the trace shows them: the observation cut to its start (``observation_preview``, with
+    ``observation_chars``) and the LLM calls counted (``llm_calls_count``), not loaded."""
+    calls = LLMCall.objects.filter(step=OuterRef("pk")).order_by().values("step").annotate(n=Count("*")).values("n")
+    return (
+        Step.objects.filter(run=run)
+        .defer("observation")
+        .annotate(
+            observation_preview=Substr("observation", 1, OBSERVATION_PREVIEW_CHARS),
+            observation_chars=Length("observation"),
+            llm_calls_count=Coalesce(Subquery(calls, output_field=IntegerField()), 0),
+        )
+    )
+
+
+def run_steps_window(
+    *, run: Run, before: int | None = None, after: int | None = None, limit: int = TRACE_PAGE_STEPS
+) -> tuple[list[Step], Step | None]:
+    """Up to ``limit`` steps of a run in index order, and the step just before them (None when they start the
+    run: the trace compares the first of them with it). By default the last steps; with ``before``, the last
+    ones before that index (an earlier page); with ``after``, the first ones after it (what a live poll adds).
+    One query, whatever the run's length."""
+    shown = _steps_shown(run)
+    if after is not None:
+        rows = list(shown.filter(index__gte=after).order_by("index")[: limit + 1])
+        if rows and rows[0].index == after:
+            return rows[1:], rows[0]
+        return rows[:limit], None
+    if before is not None:
+        shown = shown.filter(index__lt=before)
+    rows = list(shown.order_by("-index")[: limit + 1])[::-1]
+    if len(rows) > limit:
+        return rows[1:], rows[0]
+    return rows, None
+
+
+def run_plan_before(*, run: Run, index: int) -> str | None:
+    """The research plan the agent last wrote before step ``index`` (None if it wrote none)."""
+    plans = Step.objects.filter(run=run, index__lt=index, entries__has_key=PLAN).order_by("-index")
+    return plans.annotate(plan=KeyTextTransform(PLAN, "entries")).values_list("plan", flat=True).first()
+
+
+def run_step_scores(*, run: Run) -> list[dict]:
+    """The index and score of each scored step, for the score chart."""
+    return list(Step.objects.filter(run=run, score__isnull=False).order_by("index").values("index", "score"))
+
+
+def step_llm_calls(*, step: Step) -> QuerySet[LLMCall]:
+    """The LLM calls made for one step, prompts and completions included."""
+    return step.llm_calls.order_by("pk")
 
 
 def run_trace_json(*, run: Run) -> dict:

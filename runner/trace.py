@@ -7,6 +7,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from django.core.cache import cache
+from django.template.loader import get_template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -44,15 +46,24 @@ def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, Sa
     return shown
 
 
-def steps_display(steps: list[Step], *, initial_snapshot: str = "") -> list[dict]:
-    """The steps of a trace with their displayed entries, whether the step changed the workspace, and whether a
-    new attempt of the run took over at it (``resumed``: the worker of the step before stopped)."""
-    previous_plan, previous_snapshot, previous_attempt, shown = None, initial_snapshot or None, None, []
+def steps_display(
+    steps: list[Step], *, initial_snapshot: str = "", previous: Step | None = None, previous_plan: str | None = None
+) -> list[dict]:
+    """The steps of a trace with the plan the agent last wrote before each (``previous_plan``, which the step's
+    displayed entries are compared with), whether the step changed the workspace, and whether a new attempt of
+    the run took over at it (``resumed``: the worker of the step before stopped). ``previous`` is the step before
+    the first of ``steps`` (None when they start the run) and ``previous_plan`` the plan last written before it,
+    when it wrote none. ``step_cards`` renders them."""
+    previous_snapshot, previous_attempt = initial_snapshot or None, None
+    if previous is not None:
+        previous_plan = previous.entries.get(PLAN, previous_plan)
+        previous_snapshot, previous_attempt = previous.snapshot or None, previous.attempt
+    shown = []
     for step in steps:
         shown.append(
             {
                 "step": step,
-                "entries": entries_display(step, previous_plan),
+                "previous_plan": previous_plan,
                 "workspace_changed": previous_snapshot is not None and step.snapshot != previous_snapshot,
                 "resumed": previous_attempt is not None and step.attempt != previous_attempt and not step.inherited,
             }
@@ -61,6 +72,35 @@ def steps_display(steps: list[Step], *, initial_snapshot: str = "") -> list[dict
         previous_plan = step.entries.get(PLAN, previous_plan)
         previous_snapshot = step.snapshot or previous_snapshot
     return shown
+
+
+# A recorded step never changes, so its card (what _step_card.html renders of it: everything but the per-viewer
+# fork button) is cached. The key holds what can still change after the step is recorded (its score, set when the
+# run's steps are scored) and CARD_VERSION, raised whenever the card's template or data change.
+CARD_VERSION = 3
+CARD_SECONDS = 24 * 3600
+
+
+def step_cards(items: list[dict], *, run: Run) -> None:
+    """Set ``item["card"]`` on each item of ``steps_display``: the step's rendered card, from the cache when it
+    is there (its entries are only highlighted when it is not)."""
+    keys = {}
+    for item in items:
+        step = item["step"]
+        # started_at too: a database reset or restored under a lasting cache may give another step the same id.
+        stamp = step.started_at.timestamp()
+        keys[f"trace-card:{CARD_VERSION}:{step.pk}:{stamp}:{step.score!r}:{step.llm_calls_count}"] = item
+    cached = cache.get_many(list(keys))
+    template = get_template("runner/_step_card.html")
+    fresh = {}
+    for key, item in keys.items():
+        html = cached.get(key)
+        if html is None:
+            item["entries"] = entries_display(item["step"], item["previous_plan"])
+            html = fresh[key] = template.render({"run": run, "item": item, "step": item["step"]})
+        item["card"] = mark_safe(html)  # noqa: S308 - rendered by our autoescaping template
+    if fresh:
+        cache.set_many(fresh, CARD_SECONDS)
 
 
 @dataclass

@@ -7,6 +7,8 @@ urlpatterns = [
     path("runs/", views.run_list_view, name="run_list"),
     path("actions/", views.action_catalogue_view, name="actions"),
     path("runs/<int:pk>/", views.run_detail_view, name="run_detail"),
+    path("runs/<int:pk>/steps/", views.run_steps_view, name="run_steps"),
+    path("runs/<int:pk>/poll/", views.run_poll_view, name="run_poll"),
     path("runs/<int:pk>/trace.json", views.run_trace_json_view, name="run_trace_json"),
     path("runs/<int:pk>/cancel/", views.run_cancel_view, name="run_cancel"),
     path("runs/<int:pk>/again/", views.run_again_view, name="run_again"),
@@ -14,4 +16,6 @@ urlpatterns = [
     path("runs/<int:pk>/steps/<int:index>/fork/", views.run_fork_view, name="run_fork"),
     path("runs/<int:pk>/steps/<int:index>/changes/", views.step_changes_view, name="step_changes"),
     path("runs/<int:pk>/steps/<int:index>/files/", views.step_files_view, name="step_files"),
+    path("runs/<int:pk>/steps/<int:index>/llm-calls/", views.step_llm_calls_view, name="step_llm_calls"),
+    path("runs/<int:pk>/steps/<int:index>/observation/", views.step_observation_view, name="step_observation"),
 ]

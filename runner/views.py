@@ -1,6 +1,6 @@
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -8,9 +8,21 @@ from .actions import catalogue_for_agent
 from .charts import score_over_steps_figure
 from .jobs import QueueUnreachable
 from .models import Run, Step
-from .selectors import RANKINGS, NoSuchRun, run_detail, run_steps, run_trace_json, runs_list, runs_page
+from .selectors import (
+    RANKINGS,
+    TRACE_PAGE_STEPS,
+    NoSuchRun,
+    run_detail,
+    run_plan_before,
+    run_step_scores,
+    run_steps_window,
+    run_trace_json,
+    runs_list,
+    runs_page,
+    step_llm_calls,
+)
 from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
-from .trace import steps_display, workspace_changes, workspace_file, workspace_files
+from .trace import PLAN, step_cards, steps_display, workspace_changes, workspace_file, workspace_files
 
 
 def _run_or_404(request: HttpRequest, pk: int) -> Run:
@@ -74,18 +86,80 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     return render(request, "runner/run_list.html", context)
 
 
-def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run_or_404(request, pk)
-    steps = list(run_steps(run=run))
-    chart = score_over_steps_figure(
-        [{"index": s.index, "score": s.score} for s in steps],
-        baseline=run.task_version.baseline_score,
-        metric=run.task_version.metric_name,
+def _trace_context(run: Run, steps: list[Step], previous: Step | None) -> dict:
+    """What the trace's partials need to show ``steps`` (the step before them is ``previous``)."""
+    plan = None
+    if previous is not None and PLAN not in previous.entries and any(PLAN in step.entries for step in steps):
+        plan = run_plan_before(run=run, index=previous.index)  # only a shown plan is compared with it
+    items = steps_display(steps, initial_snapshot=run.initial_snapshot, previous=previous, previous_plan=plan)
+    step_cards(items, run=run)
+    earlier = steps[0].index if previous is not None and steps else None
+    return {"run": run, "steps": items, "earlier_before": earlier, "page_steps": TRACE_PAGE_STEPS}
+
+
+def _score_chart(run: Run) -> dict | None:
+    return score_over_steps_figure(
+        run_step_scores(run=run), baseline=run.task_version.baseline_score, metric=run.task_version.metric_name
     )
-    context = {"run": run, "steps": steps_display(steps, initial_snapshot=run.initial_snapshot), "score_chart": chart}
-    if request.htmx:
-        return render(request, "runner/run_detail.html#trace", context)
+
+
+def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's header and its last TRACE_PAGE_STEPS steps; earlier steps, LLM calls and long observations
+    load on demand, and a live run polls ``run_poll_view`` for what is new."""
+    run = _run_or_404(request, pk)
+    steps, previous = run_steps_window(run=run)
+    context = _trace_context(run, steps, previous)
+    context["score_chart"] = _score_chart(run)
+    context["last_index"] = steps[-1].index if steps else (previous.index if previous else -1)
     return render(request, "runner/run_detail.html", context)
+
+
+def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """The steps before ``?before=N`` (one page of them), with the control that loads the page before."""
+    run = _run_or_404(request, pk)
+    before = _int_param(request, "before")
+    if before is None:
+        return HttpResponseBadRequest("?before= needs a step index (a whole number)")
+    steps, previous = run_steps_window(run=run, before=before)
+    return render(request, "runner/run_detail.html#earlier-page", _trace_context(run, steps, previous))
+
+
+def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """A live run's poll: the steps after ``?after=N`` (the last one the page shows), the header and the live
+    step, swapped in out of band, and the poller itself (without its trigger once the run has ended)."""
+    run = _run_or_404(request, pk)
+    after = _int_param(request, "after")
+    if after is None:
+        return HttpResponseBadRequest("?after= needs a step index (a whole number, -1 for none)")
+    steps, previous = run_steps_window(run=run, after=after)
+    context = _trace_context(run, steps, previous)
+    context["score_chart"] = _score_chart(run)
+    context["last_index"] = steps[-1].index if steps else after
+    response = render(request, "runner/run_detail.html#poll", context)
+    if request.user.is_staff and not run.is_live:
+        # Staff act on an ended run (fork from a step, run again, score every step): the buttons the live page
+        # did not show come with the whole page, loaded once, when the run ends.
+        response["HX-Refresh"] = "true"
+    return response
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    digits = value.removeprefix("-")
+    return int(value) if digits.isdigit() and len(digits) < 12 else None
+
+
+def step_llm_calls_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """A step's LLM calls with their prompts and completions (loaded when the step's calls are opened)."""
+    run = _run_or_404(request, pk)
+    step = _step_or_404(run, index)
+    return render(request, "runner/_step_llm_calls.html", {"calls": step_llm_calls(step=step)})
+
+
+def step_observation_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """A step's whole observation (the trace shows the start of a long one)."""
+    run = _run_or_404(request, pk)
+    return render(request, "runner/_step_observation.html", {"step": _step_or_404(run, index)})
 
 
 def step_changes_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:

@@ -17,3 +17,4 @@ function drawCharts(root) {
 }
 document.addEventListener("DOMContentLoaded", function () { drawCharts(document); });
 document.addEventListener("htmx:afterSwap", function (event) { drawCharts(event.target); });
+document.addEventListener("htmx:oobAfterSwap", function (event) { drawCharts(event.detail.target); });

@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from runner.execution import run_execute
-from runner.models import Run, Step
+from runner.models import LLMCall, Run, Step
 from runner.services import run_create
 
 from ..factories import RunFactory
@@ -39,4 +39,54 @@ def test_a_live_run_updates_without_a_reload(page, live_server, tiny_task):
     page.wait_for_selector("#step-0", timeout=8000)
     assert page.locator("#final-score").inner_text() == "1.5000"
     assert page.locator(".step-live").count() == 0
-    assert page.locator("#trace[hx-trigger]").count() == 0  # polling stops once the run has ended
+    assert page.locator("#poller[hx-trigger]").count() == 0  # polling stops once the run has ended
+
+
+def steps_create(run: Run, indexes: range) -> None:
+    now = timezone.now()
+    Step.objects.bulk_create(
+        Step(run=run, index=i, action="List Files", observation=f"files at step {i}", started_at=now) for i in indexes
+    )
+
+
+def test_earlier_steps_of_a_long_run_load_on_demand(page, live_server, tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=120)
+    steps_create(run, range(120))
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert page.locator("li.step").count() == 50
+    assert page.locator("#step-69").count() == 0
+
+    page.click("#earlier a")
+    page.wait_for_selector("#step-20")
+    page.click("#earlier a")
+    page.wait_for_selector("#step-0")
+
+    indexes = [int(i.removeprefix("step-")) for i in page.locator("li.step").evaluate_all("els => els.map(e => e.id)")]
+    assert indexes == list(range(120))  # in order, each once
+    assert page.locator("#earlier").count() == 0  # nothing before step 0
+
+
+def test_a_live_poll_adds_new_steps_and_keeps_what_the_reader_opened(page, live_server, tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, steps_count=1, live_action="Write File")
+    steps_create(run, range(1))
+    LLMCall.objects.create(
+        run=run,
+        step=Step.objects.get(run=run, index=0),
+        step_index=0,
+        model="test-model",
+        messages=[{"role": "user", "content": "which file first?"}],
+        completion="train.py",
+    )
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+
+    page.click("#step-0 details.llm-calls > summary")
+    page.click("#step-0 .calls details:not([open]) > summary")  # the prompt, once the calls have loaded
+    page.wait_for_selector("#step-0 .calls >> text=which file first?")
+    steps_create(run, range(1, 3))
+    Run.objects.filter(pk=run.pk).update(steps_count=3, live_action="Execute Script")
+
+    page.wait_for_selector("#step-2", timeout=8000)
+    assert page.locator(".step-live .action").inner_text() == "Execute Script"
+    assert page.locator("#step-0 details.llm-calls[open]").count() == 1  # still open: the card was not re-rendered
+    assert page.locator("#step-0 .calls >> text=which file first?").is_visible()  # the prompt, opened, too
+    assert [s.get_attribute("id") for s in page.locator("li.step[id]").all()] == ["step-0", "step-1", "step-2"]

@@ -54,18 +54,20 @@ def test_the_run_page_shows_every_step(client, finished_run):
     assert 'hx-trigger="every 2s"' not in html  # a finished run does not poll
 
 
-def test_a_live_run_polls_and_htmx_gets_only_the_trace(client, tiny_task):
+def test_a_live_run_polls_for_what_is_new_and_the_poll_is_a_fragment(client, tiny_task):
     run = RunFactory(
         task_version=tiny_task, status=Run.Status.RUNNING, live_action="Execute Script", live_output="epoch 1"
     )
-    url = reverse("runner:run_detail", args=[run.pk])
 
-    page = client.get(url).content.decode()
-    fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    poll_url = f"{reverse('runner:run_poll', args=[run.pk])}?after=-1"
+    fragment = client.get(poll_url, headers={"HX-Request": "true"}).content.decode()
 
     assert 'hx-trigger="every 2s"' in page
-    assert "epoch 1" in page
-    assert fragment.lstrip().startswith('<div id="trace"')
+    assert f'hx-get="{poll_url}"' in page
+    assert "epoch 1" in page and "epoch 1" in fragment
+    assert fragment.lstrip().startswith('<div id="poller"')
+    assert 'hx-trigger="every 2s"' in fragment
     assert "<html" not in fragment
 
 
