@@ -6,7 +6,7 @@ BENCH_HOST ?= 127.0.0.1
 BENCH_PORT ?= 8000
 export BENCH_HOST BENCH_PORT
 
-.PHONY: run test lint mutation install install-dev clean
+.PHONY: run test test-builtin lint mutation install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ lint: install-dev
 
 test: lint
 	$(BIN)/pytest
+
+# Every built-in task prepared, run by the baseline agent and scored, from scratch: minutes each (the language
+# model and embedding tasks the longest). Kept out of `make test` so that stays quick; CI runs both.
+test-builtin: install-dev
+	$(BIN)/pytest -m builtin
 
 # Mutants of the code that decides scores and permissions, against the fast tests of those rules
 # ([tool.mutmut] in pyproject.toml; one at a time: the tests share one database). docs/testing.md has the report.

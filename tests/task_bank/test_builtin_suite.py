@@ -20,7 +20,7 @@ def test_the_suite_covers_the_papers_categories():
     assert categories == {"canonical", "classic_kaggle", "recent_kaggle", "research", "code_improvement"}
 
 
-@pytest.mark.slow
+@pytest.mark.builtin
 @pytest.mark.timeout(1200)  # the heaviest preparations (embeddings, a language model) on a loaded machine
 @pytest.mark.parametrize("slug", BUILTIN)
 @pytest.mark.django_db(transaction=True)
