@@ -49,7 +49,8 @@ def test_a_worker_killed_while_evaluating_leaves_one_final_answer_and_one_evalua
 
     first = start_worker(env, tmp_path / "first.log", celery_test_queue)
     try:
-        wait_for(lambda: Run.objects.get(pk=run.pk, attempt=1).status == "evaluating", 300, "the evaluation")
+        evaluating = Run.objects.filter(pk=run.pk, attempt=1, status="evaluating")
+        wait_for(evaluating.exists, 300, "the evaluation")  # after the task's own validation
         wait_for(lambda: list(run_dir.glob("eval-1-*")), 60, "the first attempt's evaluation folder")
         os.killpg(first.pid, signal.SIGKILL)  # the worker, the child running the run and the evaluation
         first.wait()
