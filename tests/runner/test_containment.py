@@ -283,8 +283,8 @@ def test_copy_file_backup_and_snapshot_of_a_multi_gb_sparse_file_keep_the_worker
     assert done.returncode == 0, done.stderr[-3000:]
     loaded_mb, peak_mb = map(int, done.stdout.split()[-2:])
     # What copying, backing up and snapshotting 2 GiB added to the worker's own code: a quarter of the file at
-    # most (reading it whole adds 2,048 MB or more; streaming it added about 1 MB here, and once, in a full suite
-    # run on a loaded machine, about 390 MB).
+    # most (reading it whole adds 2,048 MB or more; streaming it added about 1 MB in a run of this file alone, and
+    # in one full-suite run on a loaded machine the whole process peaked at 469 MB).
     assert peak_mb - loaded_mb < 512, f"the worker's memory grew from {loaded_mb} to {peak_mb} MB"
     copies = [workspace / "copy.bin", *(workspace / "backup").iterdir()]
     assert len(copies) == 2 and all(p.stat().st_size == 2 << 30 for p in copies)
