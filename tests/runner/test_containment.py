@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from runner import fs
+from runner.actions import Environment
 from runner.agent_packages import AgentPackageError, agent_import
 from runner.execution import run_execute
 from runner.models import Agent, LLMCall, ModelEndpoint, Step
@@ -556,6 +557,22 @@ def test_without_a_sized_filesystem_a_repl_writer_over_the_limit_is_stopped_afte
 # -- per-sandbox process limits --------------------------------------------------------------------------------
 
 
+def spawn_beside_a_hog(hog: Environment, other: Environment, spawn: str) -> str:
+    """The hog's REPL holds 60 processes; then the other sandbox runs ``spawn`` as a script: its observation."""
+    try:
+        held = hog.execute(
+            "Python REPL",
+            {"command": "import subprocess\nheld = [subprocess.Popen(['sleep', '600']) for _ in range(60)]\n"
+             "print('holding', len(held))"},
+        )  # fmt: skip
+        assert "holding 60" in held.observation
+        (other.workspace / "spawn.py").write_text(spawn)
+        return other.execute("Execute Script", {"script_name": "spawn.py"}).observation
+    finally:
+        hog.close()
+        other.close()
+
+
 @bwrap
 @pytest.mark.skipif(not __import__("runner.sandbox.cgroups").sandbox.cgroups.available(), reason="no cgroups here")
 def test_processes_held_in_one_sandbox_do_not_count_against_another(tmp_path):
@@ -574,24 +591,15 @@ def test_processes_held_in_one_sandbox_do_not_count_against_another(tmp_path):
         )
 
     hog, other = environment("hog", 100), environment("other", 20)
-    try:
-        held = hog.execute(
-            "Python REPL",
-            {"command": "import subprocess\nheld = [subprocess.Popen(['sleep', '600']) for _ in range(60)]\n"
-             "print('holding', len(held))"},
-        )  # fmt: skip
-        assert "holding 60" in held.observation
-        (other.workspace / "spawn.py").write_text(
-            "import subprocess\nstarted = []\ntry:\n    for _ in range(15):\n"
-            "        started.append(subprocess.Popen(['sleep', '30']))\n"
-            "except OSError as exc:\n    print('refused', exc)\n"
-            "print('started', len(started))\nfor p in started:\n    p.kill()\n"
-        )
-        outcome = other.execute("Execute Script", {"script_name": "spawn.py"})
-        assert "started 15" in outcome.observation, outcome.observation
-    finally:
-        hog.close()
-        other.close()
+    observation = spawn_beside_a_hog(
+        hog,
+        other,
+        "import subprocess\nstarted = []\ntry:\n    for _ in range(15):\n"
+        "        started.append(subprocess.Popen(['sleep', '30']))\n"
+        "except OSError as exc:\n    print('refused', exc)\n"
+        "print('started', len(started))\nfor p in started:\n    p.kill()\n",
+    )
+    assert "started 15" in observation, observation
 
 
 def test_a_worker_removes_only_empty_groups_of_other_workers_and_kills_nothing_in_them(tmp_path, monkeypatch):
@@ -638,22 +646,13 @@ def test_without_cgroups_runs_with_uids_of_their_own_do_not_starve_each_other(tm
 
     hog, other = environment(7, 100), environment(8, 20)
     assert hog.sandbox.ids == (300007, 300007) and other.sandbox.ids == (300008, 300008)
-    try:
-        held = hog.execute(
-            "Python REPL",
-            {"command": "import subprocess\nheld = [subprocess.Popen(['sleep', '600']) for _ in range(60)]\n"
-             "print('holding', len(held))"},
-        )  # fmt: skip
-        assert "holding 60" in held.observation
-        (other.workspace / "spawn.py").write_text(
-            "import os, subprocess\nstarted = [subprocess.Popen(['sleep', '30']) for _ in range(15)]\n"
-            "print('uid', os.getuid(), 'started', len(started))\nfor p in started:\n    p.kill()\n"
-        )
-        outcome = other.execute("Execute Script", {"script_name": "spawn.py"})
-        assert "uid 300008 started 15" in outcome.observation, outcome.observation
-    finally:
-        hog.close()
-        other.close()
+    observation = spawn_beside_a_hog(
+        hog,
+        other,
+        "import os, subprocess\nstarted = [subprocess.Popen(['sleep', '30']) for _ in range(15)]\n"
+        "print('uid', os.getuid(), 'started', len(started))\nfor p in started:\n    p.kill()\n",
+    )
+    assert "uid 300008 started 15" in observation, observation
 
 
 @bwrap
