@@ -7,7 +7,7 @@ from math import sqrt
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, StdDev, Sum
+from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, NullIf
 
 from runner.models import Run, Step
@@ -81,7 +81,8 @@ def _sums(*, counted: Q) -> dict:
         "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
         "scored": Count("improvement", filter=counted),
         "improvement_sum": Sum("improvement", filter=counted),
-        "improvement_sd": StdDev("improvement", sample=True, filter=counted),
+        # The spread from the sum of squares, in Python (_with_figures): SQLite's sample deviation fails on one run.
+        "improvement_squares": Sum(F("improvement") * F("improvement"), filter=counted),
         "cost_sum": Sum("cost", filter=counted),
         "tokens_sum": Sum(F("tokens_in") + F("tokens_out"), filter=counted),
         "seconds_sum": Sum("wall_seconds", filter=counted),
@@ -94,6 +95,7 @@ def _sums(*, counted: Q) -> dict:
 SUMS_ONLY = {
     "improvement_sum",
     "improvement_sd",
+    "improvement_squares",
     "cost_sum",
     "tokens_sum",
     "seconds_sum",
@@ -102,8 +104,19 @@ SUMS_ONLY = {
 }
 
 
+def _sample_sd(squares: Number | None, n: int, total: Number | None) -> float | None:
+    """The sample standard deviation of ``n`` values from their sum of squares and their sum (None below 2)."""
+    if n < 2 or squares is None or total is None:
+        return None
+    return sqrt(max(0.0, (squares - total * total / n) / (n - 1)))
+
+
 def _with_figures(group: dict) -> dict:
     """A group's row: its columns and counts, then its figures; the sums they came from are left out."""
+    group = {
+        **group,
+        "improvement_sd": _sample_sd(group["improvement_squares"], group["scored"], group["improvement_sum"]),
+    }
     return {k: v for k, v in group.items() if k not in SUMS_ONLY} | entrant_stats(group)
 
 
@@ -151,16 +164,13 @@ def leaderboard_cell_groups(
     runs, counted = ranked_runs(
         viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
     )
-    groups = runs.values(*ENTRANT, "task__slug").annotate(
-        **_sums(counted=counted),
-        improvement_squares=Sum(F("improvement") * F("improvement"), filter=counted),
-    )
+    groups = runs.values(*ENTRANT, "task__slug").annotate(**_sums(counted=counted))
     return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
 
 
 #: The counts and sums that a row adds up over its cells.
 _ADDED = ("runs", "successes", "infrastructure_failures", "scored", "normalised_count")
-_ADDED += tuple(sorted(SUMS_ONLY - {"improvement_sd"}))
+_ADDED += tuple(sorted(SUMS_ONLY - {"improvement_sd"}))  # improvement_squares among them
 
 
 def _added(a: Number | None, b: Number | None) -> Number | None:
@@ -177,20 +187,14 @@ def _rows_from_groups(groups: list[dict]) -> list[dict]:
         key = tuple(group[k] for k in ENTRANT)
         total = totals.setdefault(key, {**dict(zip(ENTRANT, key, strict=True)), "tasks": 0})
         total["tasks"] += group["runs"] > 0
-        for name in (*_ADDED, "improvement_squares"):
+        for name in _ADDED:
             total[name] = _added(total.get(name), group[name])
-    rows = []
-    for total in totals.values():
-        squares, n, improvements = total.pop("improvement_squares"), total["scored"], total["improvement_sum"]
-        variance = (squares - improvements * improvements / n) / (n - 1) if n >= 2 and squares is not None else None
-        total["improvement_sd"] = sqrt(max(0.0, variance)) if variance is not None else None
-        rows.append(_with_figures(total))
-    return sorted(rows, key=ranking_key)
+    return sorted((_with_figures(total) for total in totals.values()), key=ranking_key)
 
 
 def _cells_from_groups(groups: list[dict]) -> list[dict]:
     """The per-task cells: the groups with counted runs, as rows of one task."""
-    return [_with_figures({k: v for k, v in g.items() if k != "improvement_squares"}) for g in groups if g["runs"]]
+    return [_with_figures(g) for g in groups if g["runs"]]
 
 
 def leaderboard_rows(

@@ -54,6 +54,13 @@ def test_the_embedded_default_runs_the_baseline_end_to_end(tmp_path):
     )
     facts = json.loads(manage(env, "shell", "-c", probe).strip().splitlines()[-1])
     assert facts["actions"] == ["List Files", "Execute Script", "Final Answer"]
+
+    # The pages that rank runs, on SQLite, with the one run counted (a sample deviation of one value is no error).
+    pages = (
+        "from django.test import Client; c = Client(); "
+        "print([c.get(u).status_code for u in ('/', '/leaderboard/', '/tasks/', '/tasks/digits/', '/runs/')])"
+    )
+    assert manage(env, "shell", "-c", pages).strip().splitlines()[-1] == "[200, 200, 200, 200, 200]"
     assert facts["worker"] not in ("", "inline")
 
     # Score the final snapshot outside the platform, with the task's own eval.py.
