@@ -173,13 +173,7 @@ def improvement_distribution_figure(improvements: list[dict]) -> dict:
                 "type": "box",
             }
         )
-    layout = {
-        **LAYOUT,
-        "title": {"text": "Improvement over the baseline per task (each run a point)"},
-        "boxmode": "group",
-        "yaxis": axis("improvement over the baseline (%)", zeroline=True),
-    }
-    return figure(boxes, layout=layout)
+    return figure(boxes, layout=_improvement_layout("Improvement over the baseline per task (each run a point)"))
 
 
 def improvement_boxes_figure(boxes: list[dict]) -> dict:
@@ -206,13 +200,18 @@ def improvement_boxes_figure(boxes: list[dict]) -> dict:
                 "type": "box",
             }
         )
-    layout = {
+    title = "Improvement over the baseline per task (quartiles; whiskers at the extremes)"
+    return figure(traces, layout=_improvement_layout(title))
+
+
+def _improvement_layout(title: str) -> dict:
+    """The layout both improvement charts share: boxes grouped per task, the improvement (%) up, 0 marked."""
+    return {
         **LAYOUT,
-        "title": {"text": "Improvement over the baseline per task (quartiles; whiskers at the extremes)"},
+        "title": {"text": title},
         "boxmode": "group",
         "yaxis": axis("improvement over the baseline (%)", zeroline=True),
     }
-    return figure(traces, layout=layout)
 
 
 def task_scores_figure(
