@@ -70,3 +70,8 @@ class HandBack(Interrupted):
 def infrastructure_failure(error: str) -> Ending:
     """Not the agent's fault: ranked apart from what the agent did, never evaluated."""
     return Ending(Run.Status.FAILED, Run.FailureKind.INFRASTRUCTURE, error, evaluate=False)
+
+
+def task_failure(error: str) -> Ending:
+    """The task's own code failed (its prepare.py) in the run that validates it: the version fails validation."""
+    return Ending(Run.Status.FAILED, Run.FailureKind.AGENT, error, evaluate=False)

@@ -48,6 +48,7 @@ from .endings import (
     RunAborted,
     RunInterrupted,
     infrastructure_failure,
+    task_failure,
 )
 from .recording import run_finish, step_record
 from .validation import task_version_validate_queue
@@ -252,7 +253,12 @@ class RunSession:
             self.hand_back()
         except RunInterrupted as exc:
             self.finish(exc.ending(self.run), None)
-        except (TaskPreparationError, SandboxError, WorkspaceMountError) as exc:
+        except TaskPreparationError as exc:
+            # prepare.py is the task's own script: in the run that validates the task, its failure is the task's
+            # (the version fails validation); in a benchmark run it is nobody's fault the agent could answer for.
+            validating = self.run.purpose == Run.Purpose.VALIDATION
+            self.finish(task_failure(str(exc)) if validating else infrastructure_failure(str(exc)), None)
+        except (SandboxError, WorkspaceMountError) as exc:
             self.finish(infrastructure_failure(str(exc)), None)
         except RunAborted as exc:
             self.finish(exc.ending, None)
@@ -344,11 +350,20 @@ class RunSession:
     def ensure_validated(self) -> None:
         """A benchmark run needs a measured baseline: validate the task version first if nobody has."""
         waited_until = time.monotonic() + self.version.max_time_s + settings.BENCH_EVAL_TIMEOUT_S + 600
+        rounds_queued = 0
         while True:
             version = TaskVersion.objects.get(pk=self.version.pk)
             self.version = self.run.task_version = version
             if version.status == TaskVersion.Status.READY:
                 return
+            if version.status == TaskVersion.Status.PENDING and rounds_queued:
+                # The round this run started could not run (a worker's failure, not the task's): one round per
+                # run, or a broken worker would validate forever.
+                raise RunAborted(
+                    infrastructure_failure(
+                        f"task {version.task.slug} v{version.number} could not be validated:\n{version.validation_log}"
+                    )
+                )
             if version.status == TaskVersion.Status.FAILED:
                 raise RunAborted(
                     infrastructure_failure(
@@ -358,6 +373,7 @@ class RunSession:
             if version.status == TaskVersion.Status.PENDING:
                 # Queued as well as run here: if this worker dies first, another one picks the message up;
                 # whoever claims it first runs it, the other finds it taken.
+                rounds_queued += 1
                 for validation in task_version_validate_queue(version=version, enqueue=True):
                     self.check()  # a worker that is stopping starts no more of them
                     log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation.pk)

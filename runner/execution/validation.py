@@ -67,7 +67,7 @@ def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True, r
 
 
 def fail_validation_if_needed(run: Run) -> None:
-    """A validation run that ended without a worker finishing it leaves its task version failed, not stuck."""
+    """A validation run that ended without a worker finishing it leaves its task version pending, not stuck."""
     if run.purpose == Run.Purpose.VALIDATION:
         with transaction.atomic():
             version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
@@ -90,7 +90,8 @@ def validation_record(version: TaskVersion, *, run_id: int) -> None:
         _round_stop(round_runs)
         _save(version, status=TaskVersion.Status.PENDING, log="validation was cancelled")
         return
-    for ended in (r for r in round_runs if r.status in Run.TERMINAL):
+    ended_runs = [r for r in round_runs if r.status in Run.TERMINAL]
+    for ended in (r for r in ended_runs if r.failure_kind != Run.FailureKind.INFRASTRUCTURE):
         problem = _run_problem(ended, version)
         if problem:
             _round_stop(round_runs)
@@ -100,7 +101,20 @@ def validation_record(version: TaskVersion, *, run_id: int) -> None:
                 log=f"the baseline did not produce a valid score (validation run {ended.pk}): {problem}",
             )
             return
-    done = [r for r in round_runs if r.status in Run.TERMINAL]
+    for ended in (r for r in ended_runs if r.failure_kind == Run.FailureKind.INFRASTRUCTURE):
+        # The worker could not run the baseline (no sandbox, no sized workspace, a worker that died): nothing
+        # was learnt about the task, which goes back to waiting for a validation rather than failing it.
+        _round_stop(round_runs)
+        _save(
+            version,
+            status=TaskVersion.Status.PENDING,
+            log=(
+                f"validation run {ended.pk} could not run the baseline, a failure of the worker and not of the task: "
+                f"{ended.error}\nThe task is validated again when a run needs it or staff ask for it."
+            ),
+        )
+        return
+    done = ended_runs
     if len(done) < len(round_runs):
         version.validation_log = f"{len(done)} of {len(round_runs)} baseline runs done"
         version.save(update_fields=["validation_log"])

@@ -106,6 +106,34 @@ def chown_tree(root: Path, ids: tuple[int, int]) -> None:
             os.chown(os.path.join(folder, name), *ids, follow_symlinks=False)
 
 
+def bench_run_as_nobody(nobody_python, data: Path, *, agent, task: str, **env_extra: str):
+    """``manage.py bench_run --inline`` as nobody, with ``data`` (handed to nobody) as its var folder."""
+    chown_tree(data, NOBODY)  # the unprivileged worker's var folder: its task data, blobs and runs
+    env = service_env(
+        DATABASE_URL=shared_database_url(),
+        BENCH_VAR_DIR=str(data),
+        BENCH_SANDBOX="bwrap",
+        BENCH_WORKSPACE_LIMIT_MB=str(LIMIT_MB),
+        HOME="/nonexistent",
+        **nobody_python[1],
+    )
+    env.pop("BENCH_WORKSPACE_FS", None)  # what an unprivileged worker chooses by itself, unless told
+    env.update(env_extra)
+    command = as_nobody(
+        nobody_python[0],
+        "manage.py",
+        "bench_run",
+        "--inline",
+        "--agent",
+        agent.name,
+        "--task",
+        task,
+        "--max-steps",
+        "20",
+    )
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_unprivileged_worker_scores_a_run_that_cannot_read_hidden_files_overwrite_data_or_outgrow_its_limit(
     nobody_python,
@@ -134,29 +162,7 @@ def test_an_unprivileged_worker_scores_a_run_that_cannot_read_hidden_files_overw
         act("Final Answer", final_answer="done"),
     ]
     agent = AgentFactory(config={"script": script})
-    chown_tree(data, NOBODY)  # the unprivileged worker's var folder: its task data, blobs and runs
-    env = service_env(
-        DATABASE_URL=shared_database_url(),
-        BENCH_VAR_DIR=str(data),
-        BENCH_SANDBOX="bwrap",
-        BENCH_WORKSPACE_LIMIT_MB=str(LIMIT_MB),
-        HOME="/nonexistent",
-        **nobody_python[1],
-    )
-    env.pop("BENCH_WORKSPACE_FS", None)  # what an unprivileged worker chooses by itself
-    command = as_nobody(
-        nobody_python[0],
-        "manage.py",
-        "bench_run",
-        "--inline",
-        "--agent",
-        agent.name,
-        "--task",
-        version.task.slug,
-        "--max-steps",
-        "20",
-    )
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = bench_run_as_nobody(nobody_python, data, agent=agent, task=version.task.slug)
     assert done.returncode == 0, done.stderr[-3000:]
 
     # Executed by nobody: the run's folders are nobody's, and its sandboxes were user namespaces of that uid alone.
@@ -203,3 +209,30 @@ def test_an_unprivileged_worker_scores_a_run_that_cannot_read_hidden_files_overw
     assert store.read_bytes(final["data.txt"][0]).decode() == DATA
     assert "fill.bin" not in final and "data.txt.moved" not in final
     assert run.final_score == 2.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_told_to_mount_sized_workspaces_that_cannot_is_a_worker_failure_not_the_tasks(
+    nobody_python,
+    outside,  # noqa: F811 - the fixture imported above
+):
+    """nobody cannot mount: with BENCH_WORKSPACE_FS=tmpfs set all the same, the baseline's run fails as an
+    infrastructure failure, the task version waits for another validation (it is not failed: nothing was learnt
+    about it), and the benchmark run that needed the validation says why it could not run."""
+    version = isolation_task(outside["data"] / "package-src", f"HIDDEN-{outside['token']}")
+    agent = AgentFactory(config={"script": [act("Final Answer", final_answer="done")]})
+
+    done = bench_run_as_nobody(
+        nobody_python, outside["data"], agent=agent, task=version.task.slug, BENCH_WORKSPACE_FS="tmpfs"
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    version.refresh_from_db()
+    assert version.status == "pending", version.validation_log
+    assert "a failure of the worker and not of the task" in version.validation_log
+    assert "mount" in version.validation_log
+    validation = Run.objects.get(task_version=version, purpose=Run.Purpose.VALIDATION, status=Run.Status.FAILED)
+    assert validation.failure_kind == Run.FailureKind.INFRASTRUCTURE
+    run = Run.objects.get(pk=json.loads(done.stdout.splitlines()[0])["run"])
+    assert (run.status, run.failure_kind) == (Run.Status.FAILED, Run.FailureKind.INFRASTRUCTURE)
+    assert "could not be validated" in run.error and "mount" in run.error
