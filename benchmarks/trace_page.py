@@ -5,6 +5,8 @@
    completion of ~1.5 kB, about what MLAgentBench's research agent sends): time and bytes, with the step cards
    not cached yet (the cache cleared before each request) and cached.
 2. A live run's poll that finds one new step, for runs of 10, 500 and 5,000 steps: time and bytes.
+3. A step's files and changes pages (first page, last page) when its workspace holds 200,000 files, all of them
+   new in that step: time and bytes.
 
 Steps carry the paper's entries (a research plan of about ten lines, revised every five steps), an action
 input and a 1.5 kB observation; one step in ten has an 8 kB one. The database is a throwaway SQLite under a
@@ -124,8 +126,9 @@ def main() -> None:
     from django.urls import reverse
 
     from runner.agents import agents_builtin_ensure
-    from runner.models import Run
+    from runner.models import Run, Step
     from runner.services import run_create
+    from runner.snapshots import BlobStore
     from task_bank.services import BUILTIN_DIR, task_import
 
     call_command("migrate", verbosity=0)
@@ -170,6 +173,24 @@ def main() -> None:
     polls = timed_gets(client, urls, repeats=args.repeats, before=cache.clear, headers={"HX-Request": "true"})
     for steps, (took, size) in zip(lengths, polls, strict=True):
         print(f"{steps:>6} {took:>7.1f} ms {size:>10,}")
+
+    files = 200_000
+    print(f"\nA step's files and changes with {files:,} files in its workspace (median of {args.repeats}):")
+    store = BlobStore()
+    sha = store.put_bytes(b"line\n" * 1000)
+    run = run_with(0)
+    step = Step.objects.create(
+        run=run,
+        index=0,
+        action="Execute Script",
+        started_at=run.created_at,
+        snapshot=store.manifest_save({f"dir{i // 1000}/file{i:06d}.txt": [sha, 5000] for i in range(files)}),
+    )
+    Run.objects.filter(pk=run.pk).update(initial_snapshot=store.manifest_save({}), steps_count=1)
+    base = f"/runs/{run.pk}/steps/{step.index}"
+    pages = [f"{base}/files/", f"{base}/files/?page=400", f"{base}/changes/", f"{base}/changes/?page=2000"]
+    for url, (took, size) in zip(pages, timed_gets(client, pages, repeats=args.repeats), strict=True):
+        print(f"{url.removeprefix(base):<24} {took:>7.1f} ms {size:>10,} bytes")
 
 
 if __name__ == "__main__":
