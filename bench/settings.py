@@ -298,6 +298,8 @@ BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
 # whose allocated blocks are counted after every action).
 BENCH_WORKSPACE_FS = os.environ.get("BENCH_WORKSPACE_FS") or ("tmpfs" if os.geteuid() == 0 else "none")
 BENCH_WORKSPACE_MAX_FILES = env_int("BENCH_WORKSPACE_MAX_FILES", 100_000)
+# A step's workspace as a zip download (the run page): refused past this many megabytes of files.
+BENCH_WORKSPACE_ZIP_MAX_MB = env_int("BENCH_WORKSPACE_ZIP_MAX_MB", 2048)
 
 # --- Task packages ------------------------------------------------------------------------------------
 BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)

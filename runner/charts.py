@@ -50,19 +50,41 @@ def horizontal_lines(lines: list[tuple[float, str]], **line) -> dict:
     return {"shapes": shapes, "annotations": annotations} if lines else {}
 
 
-def score_over_steps_figure(steps: list[dict], *, baseline: float | None, metric: str) -> dict | None:
-    """Line: the score of the workspace after each step (steps that were scored), with the baseline."""
+def score_over_steps_figure(
+    steps: list[dict],
+    *,
+    baseline: float | None,
+    metric: str,
+    threshold: float | None = None,
+    higher_is_better: bool = True,
+) -> dict | None:
+    """Line: the score of the workspace after each step (steps that were scored), with the baseline and the
+    score a run must pass to succeed (``threshold`` better than the baseline, in the metric's direction). A
+    point opens its step on the run page (``#step-N``)."""
     points = [(s["index"], s["score"]) for s in steps if s["score"] is not None]
     if not points:
         return None
+    lines = []
+    if baseline is not None:
+        lines.append((baseline, "baseline"))
+        if threshold is not None and baseline != 0:
+            success = baseline + (1 if higher_is_better else -1) * threshold * abs(baseline)
+            lines.append((success, f"success ({threshold:.0%} better)"))
     layout = {
         **LAYOUT,
         "height": 260,
         "margin": {**LAYOUT["margin"], "b": 45},
         "title": {"text": f"{metric} after each step"},
-        **horizontal_lines([(baseline, "baseline")] if baseline is not None else []),
+        **horizontal_lines(lines),
         "xaxis": axis("step"),
         "yaxis": axis(metric),
     }
-    trace = {"mode": "lines+markers", "name": "score", "x": [p[0] for p in points], "y": [p[1] for p in points]}
+    trace = {
+        "mode": "lines+markers",
+        "name": "score",
+        "x": [p[0] for p in points],
+        "y": [p[1] for p in points],
+        "customdata": [[f"step {index}", f"#step-{index}"] for index, _ in points],
+        "hovertemplate": "step %{x}: %{y}<extra></extra>",
+    }
     return figure([{**trace, "type": "scatter"}], layout=layout)

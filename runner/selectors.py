@@ -9,7 +9,9 @@ through their run, so a step is visible exactly when its run is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
+from urllib.parse import urlencode
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
@@ -196,6 +198,73 @@ def run_steps_window(
     if len(rows) > limit:
         return rows[1:], rows[0]
     return rows, None
+
+
+@dataclass(frozen=True)
+class StepFilter:
+    """Which steps of a trace to show: those whose entries, action input or observation contain ``text`` (any
+    case), only errors, only one action. Parsed from the run page's query string (``?q=``, ``?errors=1``,
+    ``?action=``); the empty filter shows every step."""
+
+    text: str = ""
+    errors: bool = False
+    action: str = ""
+
+    TEXT_MAX = 200
+
+    @classmethod
+    def from_query(cls, query) -> StepFilter:
+        action = query.get("action", "").strip()
+        return cls(
+            text=" ".join(query.get("q", "").split())[: cls.TEXT_MAX],
+            errors=query.get("errors") == "1",
+            action=action[: cls.TEXT_MAX],
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.text or self.errors or self.action)
+
+    def apply(self, steps: QuerySet[Step]) -> QuerySet[Step]:
+        if self.errors:
+            steps = steps.filter(is_error=True)
+        if self.action:
+            steps = steps.filter(action=self.action)
+        if self.text:
+            steps = steps.filter(
+                Q(observation__icontains=self.text)
+                | Q(entries__icontains=self.text)
+                | Q(action_input__icontains=self.text)
+            )
+        return steps
+
+    @property
+    def query(self) -> str:
+        """The filter as query-string pairs to append to a URL that already has one ("&q=..."), or ""."""
+        pairs = {"q": self.text, "errors": "1" if self.errors else "", "action": self.action}
+        encoded = urlencode({k: v for k, v in pairs.items() if v})
+        return "&" + encoded if encoded else ""
+
+
+def run_steps_matching(
+    *, run: Run, where: StepFilter, before: int | None = None, after: int | None = None, limit: int = TRACE_PAGE_STEPS
+) -> tuple[list[Step], dict[int, Step], bool]:
+    """The steps of a run that ``where`` matches, a page of them as ``run_steps_window`` pages the whole trace
+    (the last ones, those before ``before``, those after ``after``); the step just before each of them in the run
+    (by index: a card compares its step with the one before it, matching or not); and whether matching steps
+    come before the page. Two queries, whatever the run's length."""
+    shown = where.apply(_steps_shown(run))
+    if after is not None:
+        rows = list(shown.filter(index__gt=after).order_by("index")[:limit])
+        earlier = False
+    else:
+        if before is not None:
+            shown = shown.filter(index__lt=before)
+        rows = list(shown.order_by("-index")[: limit + 1])[::-1]
+        earlier = len(rows) > limit
+        rows = rows[1:] if earlier else rows
+    wanted = [step.index - 1 for step in rows if step.index > 0]
+    predecessors = {step.index: step for step in _steps_shown(run).filter(index__in=wanted)} if wanted else {}
+    return rows, predecessors, earlier
 
 
 def run_plan_before(*, run: Run, index: int) -> str | None:

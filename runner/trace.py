@@ -3,9 +3,14 @@ made, and the files as they were after it. Pure reads over rows and blobs."""
 
 from __future__ import annotations
 
+import csv
 import difflib
+import io
 import re
+import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.core.cache import cache
 from django.template.loader import get_template
@@ -46,6 +51,16 @@ def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, Sa
     return shown
 
 
+SUMMARY_CHARS = 100
+
+
+def input_summary(action_input) -> str:
+    """The action's input on one line, for the step's folded line: its values, whitespace collapsed, cut."""
+    values = action_input.values() if isinstance(action_input, dict) else [action_input]
+    text = " · ".join(" ".join(str(value).split()) for value in values if value not in ("", None))
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
 def steps_display(
     steps: list[Step], *, initial_snapshot: str = "", previous: Step | None = None, previous_plan: str | None = None
 ) -> list[dict]:
@@ -77,7 +92,7 @@ def steps_display(
 # A recorded step never changes, so its card (what _step_card.html renders of it: everything but the per-viewer
 # fork button) is cached. The key holds what can still change after the step is recorded (its score, set when the
 # run's steps are scored) and CARD_VERSION, raised whenever the card's template or data change.
-CARD_VERSION = 3
+CARD_VERSION = 4
 CARD_SECONDS = 24 * 3600
 
 
@@ -97,10 +112,54 @@ def step_cards(items: list[dict], *, run: Run) -> None:
         html = cached.get(key)
         if html is None:
             item["entries"] = entries_display(item["step"], item["previous_plan"])
+            item["summary"] = input_summary(item["step"].action_input)
             html = fresh[key] = template.render({"run": run, "item": item, "step": item["step"]})
         item["card"] = mark_safe(html)  # noqa: S308 - rendered by our autoescaping template
     if fresh:
         cache.set_many(fresh, CARD_SECONDS)
+
+
+TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+TABLE_HEAD_ROWS = 5
+TABLE_HEAD_BYTES = 64 * 1024
+TABLE_COUNT_MAX_BYTES = 20 * 1024 * 1024  # rows counted exactly up to this size, estimated past it
+
+
+@dataclass
+class TablePreview:
+    """A data file in brief: its shape and its first rows (a diff of a CSV is ~one line per row: unreadable)."""
+
+    rows: int  # data rows, the header not counted
+    columns: int
+    head: list[list[str]]
+    estimated: bool = False
+
+
+def table_preview(store: BlobStore, sha: str, size: int, suffix: str) -> TablePreview | None:
+    """The shape and first rows of a CSV or TSV blob, read in bounded pieces (None when it does not parse)."""
+    delimiter = TABLE_SUFFIXES.get(suffix.lower())
+    if delimiter is None:
+        return None
+    with open(store.path(sha), "rb") as fh:
+        start = fh.read(TABLE_HEAD_BYTES)
+        lines = start.count(b"\n")
+        if size <= TABLE_COUNT_MAX_BYTES:
+            while chunk := fh.read(1 << 20):
+                lines += chunk.count(b"\n")
+    text = start.decode("utf-8", errors="replace")
+    complete = text if size <= TABLE_HEAD_BYTES else text[: text.rfind("\n") + 1]
+    try:
+        head = list(csv.reader(io.StringIO(complete), delimiter=delimiter))[: TABLE_HEAD_ROWS + 1]
+    except csv.Error:
+        return None
+    if not head:
+        return None
+    if size and not start.endswith(b"\n") and size <= TABLE_COUNT_MAX_BYTES:
+        lines += 1  # a last line without its newline
+    estimated = size > TABLE_COUNT_MAX_BYTES
+    if estimated:
+        lines = round(size / max(len(complete.encode()), 1) * complete.count("\n"))
+    return TablePreview(rows=max(lines - 1, 0), columns=len(head[0]), head=head, estimated=estimated)
 
 
 @dataclass
@@ -109,6 +168,27 @@ class FileChange:
     kind: str  # added, removed, changed
     diff: str = ""
     note: str = ""
+    table: TablePreview | None = None
+    table_before: TablePreview | None = None
+    digest: str = ""
+
+    @property
+    def diff_lines(self) -> list[tuple[str, str]]:
+        """The diff's lines with the class that colours them: added, removed, a hunk's header, a file's name."""
+        lines = []
+        for line in self.diff.splitlines():
+            if line.startswith(("+++", "---")):
+                kind = "diff-file"
+            elif line.startswith("+"):
+                kind = "diff-add"
+            elif line.startswith("-"):
+                kind = "diff-del"
+            elif line.startswith("@@"):
+                kind = "diff-hunk"
+            else:
+                kind = "diff-ctx"
+            lines.append((kind, line))
+        return lines
 
 
 def _text(store: BlobStore, sha: str, size: int) -> str | None:
@@ -127,7 +207,8 @@ def snapshot_before(run: Run, step: Step) -> str:
 
 FILES_PER_PAGE = 500
 CHANGES_PER_PAGE = 100
-MAX_PAGE_DIFF_BYTES = 1_000_000  # all the diffs of one page of changes, together
+MAX_PAGE_DIFF_BYTES = 1_000_000  # all the diffs of one page of changes, together, as the page shows them
+DIFF_LINE_MARKUP = 32  # what a diff line's colouring adds to the page (<span class="diff-add">...</span>)
 
 
 @dataclass
@@ -174,11 +255,21 @@ def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
     changes = []
     for path, kind in shown.items:
         change = FileChange(fs.shown(path), kind)
+        suffix = Path(path).suffix
+        if kind != "removed" and suffix.lower() in TABLE_SUFFIXES:
+            change.table = table_preview(store, *after[path], suffix)
+            if kind == "changed":
+                change.table_before = table_preview(store, *before[path], suffix)
+            if change.table is not None:
+                change.note = f"{after[path][1]} bytes"
+                changes.append(change)
+                continue
         if kind == "changed":
             old = _text(store, *before[path])
             new = _text(store, *after[path])
             if old is None or new is None:
                 change.note = f"binary or large ({after[path][1]} bytes)"
+                change.digest = after[path][0]
             else:
                 lines = difflib.unified_diff(
                     old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{change.path}", f"b/{change.path}"
@@ -189,9 +280,13 @@ def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
             text = _text(store, *after[path]) if budget > 0 else None
             if text is not None and len(text) < 20_000:
                 change.diff = "".join(f"+{line}" for line in text.splitlines(keepends=True))
-        if len(change.diff) > budget:
+            elif text is None and budget > 0:
+                change.digest = after[path][0]
+        shown_bytes = len(change.diff) + DIFF_LINE_MARKUP * change.diff.count("\n")
+        if shown_bytes > budget:
             change.diff, change.note = "", (change.note + "; " if change.note else "") + "diff not shown: page is full"
-        budget -= len(change.diff)
+            shown_bytes = 0
+        budget -= shown_bytes
         changes.append(change)
     shown.items = changes
     return shown
@@ -205,18 +300,77 @@ def workspace_files(step: Step, *, page: int = 1) -> Page:
     return shown
 
 
-def workspace_file(step: Step, path: str) -> tuple[str | None, int]:
-    """The text of one file as it was after the step (None for binary or too large), and its size. ``path`` is
-    the name as shown (escaped, for a name that is not UTF-8)."""
+def workspace_entry(step: Step, path: str) -> tuple[str, int]:
+    """The blob and size of one file as it was after the step. ``path`` is the name as shown (escaped, for a name
+    that is not UTF-8); KeyError when the step's workspace has no such file."""
     manifest = BlobStore().manifest_load(step.snapshot) if step.snapshot else {}
     if path not in manifest:
         path = next((p for p in manifest if not p.isascii() and fs.shown(p) == path), path)
     if path not in manifest:
         raise KeyError(path)
     sha, size = manifest[path]
+    return sha, size
+
+
+def workspace_file(step: Step, path: str) -> tuple[str | None, int]:
+    """The text of one file as it was after the step (None for binary or too large), and its size. ``path`` is
+    the name as shown (escaped, for a name that is not UTF-8)."""
+    sha, size = workspace_entry(step, path)
     if size > MAX_VIEW_BYTES:
         return None, size
     data = BlobStore().read_bytes(sha)
     if b"\0" in data[:8192]:
         return None, size
     return data.decode("utf-8", errors="replace"), size
+
+
+class WorkspaceTooLarge(Exception):
+    """The workspace is larger than a zip download may be."""
+
+
+class _Chunks(io.RawIOBase):
+    """A write-only stream whose writes are collected and taken out in pieces (a zip written as it is sent)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.offset = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.parts.append(bytes(data))
+        self.offset += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.offset
+
+    def take(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
+
+
+def workspace_zip(step: Step, *, max_bytes: int) -> Iterator[bytes]:
+    """The workspace as it was after the step, as a zip written while it is sent (the worker holds one 1 MiB
+    piece at a time, whatever the files' sizes). Names that are not UTF-8 are stored as shown (escaped).
+    WorkspaceTooLarge, before anything is sent, when the files add up to more than ``max_bytes``."""
+    store = BlobStore()
+    manifest = store.manifest_load(step.snapshot) if step.snapshot else {}
+    total = sum(size for _, size in manifest.values())
+    if total > max_bytes:
+        raise WorkspaceTooLarge(f"the workspace after step {step.index} holds {total:,} bytes, over {max_bytes:,}")
+    return _zip_stream(store, manifest)
+
+
+def _zip_stream(store: BlobStore, manifest: Manifest) -> Iterator[bytes]:
+    sink = _Chunks()
+    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for path in sorted(manifest):
+            sha, _size = manifest[path]
+            with open(store.path(sha), "rb") as source, archive.open(fs.shown(path), "w", force_zip64=True) as out:
+                while chunk := source.read(1 << 20):
+                    out.write(chunk)
+                    yield sink.take()
+            yield sink.take()
+    yield sink.take()

@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<int:pk>/steps/<int:index>/fork/", views.run_fork_view, name="run_fork"),
     path("runs/<int:pk>/steps/<int:index>/changes/", views.step_changes_view, name="step_changes"),
     path("runs/<int:pk>/steps/<int:index>/files/", views.step_files_view, name="step_files"),
+    path("runs/<int:pk>/steps/<int:index>/workspace.zip", views.step_workspace_zip_view, name="step_workspace_zip"),
     path("runs/<int:pk>/steps/<int:index>/llm-calls/", views.step_llm_calls_view, name="step_llm_calls"),
     path("runs/<int:pk>/steps/<int:index>/observation/", views.step_observation_view, name="step_observation"),
 ]

@@ -1,10 +1,19 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from .actions import catalogue_for_agent
+from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure
 from .jobs import QueueUnreachable
 from .models import Run, Step
@@ -12,9 +21,11 @@ from .selectors import (
     RANKINGS,
     TRACE_PAGE_STEPS,
     NoSuchRun,
+    StepFilter,
     run_detail,
     run_plan_before,
     run_step_scores,
+    run_steps_matching,
     run_steps_window,
     run_trace_json,
     runs_list,
@@ -22,7 +33,18 @@ from .selectors import (
     step_llm_calls,
 )
 from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
-from .trace import PLAN, step_cards, steps_display, workspace_changes, workspace_file, workspace_files
+from .snapshots import BlobStore
+from .trace import (
+    PLAN,
+    WorkspaceTooLarge,
+    step_cards,
+    steps_display,
+    workspace_changes,
+    workspace_entry,
+    workspace_file,
+    workspace_files,
+    workspace_zip,
+)
 
 
 def _run_or_404(request: HttpRequest, pk: int) -> Run:
@@ -97,20 +119,54 @@ def _trace_context(run: Run, steps: list[Step], previous: Step | None) -> dict:
     return {"run": run, "steps": items, "earlier_before": earlier, "page_steps": TRACE_PAGE_STEPS}
 
 
+def _matching_context(run: Run, steps: list[Step], predecessors: dict[int, Step], earlier: bool) -> dict:
+    """As ``_trace_context``, for steps a filter picked: each is compared with the step before it in the run."""
+    items = []
+    for step in steps:
+        previous = predecessors.get(step.index - 1)
+        plan = None
+        if previous is not None and PLAN not in previous.entries and PLAN in step.entries:
+            plan = run_plan_before(run=run, index=previous.index)
+        items += steps_display([step], initial_snapshot=run.initial_snapshot, previous=previous, previous_plan=plan)
+    step_cards(items, run=run)
+    earlier_before = steps[0].index if earlier and steps else None
+    return {"run": run, "steps": items, "earlier_before": earlier_before, "page_steps": TRACE_PAGE_STEPS}
+
+
+def _steps_context(run: Run, where: StepFilter, *, before: int | None = None, after: int | None = None) -> dict:
+    """A page of the trace's steps (the last ones, those before ``before``, those after ``after``), all of them
+    or those ``where`` picks, with what links to the next page need (``last_index``, the filter's query)."""
+    if where:
+        steps, predecessors, earlier = run_steps_matching(run=run, where=where, before=before, after=after)
+        context = _matching_context(run, steps, predecessors, earlier)
+        last = steps[-1].index if steps else after if after is not None else -1
+    else:
+        steps, previous = run_steps_window(run=run, before=before, after=after)
+        context = _trace_context(run, steps, previous)
+        last = steps[-1].index if steps else after if after is not None else (previous.index if previous else -1)
+    return context | {"last_index": last, "where": where}
+
+
 def _score_chart(run: Run) -> dict | None:
     return score_over_steps_figure(
-        run_step_scores(run=run), baseline=run.task_version.baseline_score, metric=run.task_version.metric_name
+        run_step_scores(run=run),
+        baseline=run.task_version.baseline_score,
+        metric=run.task_version.metric_name,
+        threshold=run.task_version.success_threshold,
+        higher_is_better=run.task_version.higher_is_better,
     )
 
 
 def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """The run's header and its last TRACE_PAGE_STEPS steps; earlier steps, LLM calls and long observations
-    load on demand, and a live run polls ``run_poll_view`` for what is new."""
+    """The run's header and its last TRACE_PAGE_STEPS steps (of those a filter picks: ``?q=``, ``?errors=1``,
+    ``?action=``); earlier steps, LLM calls and long observations load on demand, and a live run polls
+    ``run_poll_view`` for what is new."""
     run = _run_or_404(request, pk)
-    steps, previous = run_steps_window(run=run)
-    context = _trace_context(run, steps, previous)
+    where = StepFilter.from_query(request.GET)
+    context = _steps_context(run, where)
     context["score_chart"] = _score_chart(run)
-    context["last_index"] = steps[-1].index if steps else (previous.index if previous else -1)
+    context["actions"] = [spec.name for spec in ACTIONS]
+    context["matching"] = where.apply(Step.objects.filter(run=run)).count() if where else None
     return render(request, "runner/run_detail.html", context)
 
 
@@ -120,8 +176,8 @@ def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     before = _int_param(request, "before")
     if before is None:
         return HttpResponseBadRequest("?before= needs a step index (a whole number)")
-    steps, previous = run_steps_window(run=run, before=before)
-    return render(request, "runner/run_detail.html#earlier-page", _trace_context(run, steps, previous))
+    context = _steps_context(run, StepFilter.from_query(request.GET), before=before)
+    return render(request, "runner/run_detail.html#earlier-page", context)
 
 
 def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
@@ -131,10 +187,8 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     after = _int_param(request, "after")
     if after is None:
         return HttpResponseBadRequest("?after= needs a step index (a whole number, -1 for none)")
-    steps, previous = run_steps_window(run=run, after=after)
-    context = _trace_context(run, steps, previous)
+    context = _steps_context(run, StepFilter.from_query(request.GET), after=after)
     context["score_chart"] = _score_chart(run)
-    context["last_index"] = steps[-1].index if steps else after
     response = render(request, "runner/run_detail.html#poll", context)
     if request.user.is_staff and not run.is_live:
         # Staff act on an ended run (fork from a step, run again, score every step): the buttons the live page
@@ -177,10 +231,18 @@ def _page_number(request: HttpRequest) -> int:
 
 
 def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
-    """The workspace as it was after a step: the file list, and one file when ?path= is given."""
+    """The workspace as it was after a step: the file list, and one file when ?path= is given (its bytes, as a
+    download, with ?download=1)."""
     run = _run_or_404(request, pk)
     step = _step_or_404(run, index)
     path = request.GET.get("path")
+    if path and request.GET.get("download") == "1":
+        try:
+            sha, _size = workspace_entry(step, path)
+        except KeyError:
+            raise Http404(f"no file {path} after step {index}") from None
+        name = path.rsplit("/", 1)[-1]
+        return FileResponse(open(BlobStore().path(sha), "rb"), as_attachment=True, filename=name)  # noqa: SIM115
     context = {"run": run, "step": step, "files": workspace_files(step, page=_page_number(request)), "path": path}
     if path:
         try:
@@ -188,6 +250,23 @@ def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
         except KeyError:
             raise Http404(f"no file {path} after step {index}") from None
     return render(request, "runner/step_files.html", context)
+
+
+def step_workspace_zip_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """The whole workspace as it was after a step, as a zip (written while it is sent)."""
+    run = _run_or_404(request, pk)
+    step = _step_or_404(run, index)
+    try:
+        chunks = workspace_zip(step, max_bytes=settings.BENCH_WORKSPACE_ZIP_MAX_MB * 1024 * 1024)
+    except WorkspaceTooLarge as exc:
+        return HttpResponse(
+            f"Not zipped: {exc} (BENCH_WORKSPACE_ZIP_MAX_MB). Download its files one by one from the step's files.",
+            status=413,
+            content_type="text/plain; charset=utf-8",
+        )
+    response = StreamingHttpResponse(chunks, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-step-{step.index}-workspace.zip"'
+    return response
 
 
 def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:

@@ -7,10 +7,15 @@ function drawCharts(root) {
     window.Plotly.react(element, figure.data, figure.layout, { displaylogo: false, responsive: true }).then(function () {
       if (element.dataset.clickable) return;
       element.dataset.clickable = "1";
-      // A point whose customdata is [label, href] opens href: the runs behind it.
+      // A point whose customdata is [label, href] opens href: the runs behind it, or a step of this page (#step-N).
       element.on("plotly_click", function (event) {
         var data = event.points.length ? event.points[0].customdata : null;
-        if (Array.isArray(data) && typeof data[1] === "string" && data[1].charAt(0) === "/") window.location.assign(data[1]);
+        if (!Array.isArray(data) || typeof data[1] !== "string") return;
+        if (data[1].charAt(0) === "/") window.location.assign(data[1]);
+        else if (data[1].charAt(0) === "#") {
+          if (window.location.hash === data[1]) window.dispatchEvent(new HashChangeEvent("hashchange"));
+          else window.location.hash = data[1];
+        }
       });
     });
   });

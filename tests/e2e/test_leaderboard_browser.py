@@ -40,7 +40,7 @@ def test_a_steps_workspace_changes_load_when_opened(page, live_server, tiny_task
     ]
     run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
 
-    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.goto(f"{live_server.url}/runs/{run.pk}/#step-0")  # a link to the step opens it
     page.click("#step-0 .workspace summary")
 
     page.wait_for_selector("#step-0 .file-changes")

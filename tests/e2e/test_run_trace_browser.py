@@ -20,6 +20,7 @@ def test_a_researcher_finds_a_run_and_reads_its_steps(page, live_server, tiny_ta
     page.click(f"a[href='/runs/{run.pk}/']")
 
     page.wait_for_selector("#step-2")
+    page.click("#step-1 summary.step-line .index")  # steps are folded to one line; the reader opens one
     actions = page.locator(".step .action").all_inner_texts()
     assert actions == ["List Files", "Execute Script", "Final Answer"]
     assert "training" in page.locator("#step-1 .observation").inner_text()
@@ -79,6 +80,7 @@ def test_a_live_poll_adds_new_steps_and_keeps_what_the_reader_opened(page, live_
     )
     page.goto(f"{live_server.url}/runs/{run.pk}/")
 
+    page.click("#step-0 summary.step-line .index")  # the step, folded to one line, opens
     page.click("#step-0 details.llm-calls > summary")
     page.click("#step-0 .calls details:not([open]) > summary")  # the prompt, once the calls have loaded
     page.wait_for_selector("#step-0 .calls >> text=which file first?")
@@ -87,6 +89,53 @@ def test_a_live_poll_adds_new_steps_and_keeps_what_the_reader_opened(page, live_
 
     page.wait_for_selector("#step-2", timeout=8000)
     assert page.locator(".step-live .action").inner_text() == "Execute Script"
-    assert page.locator("#step-0 details.llm-calls[open]").count() == 1  # still open: the card was not re-rendered
+    assert page.locator("#step-0 details.step-card[open]").count() == 1  # still open: the card was not re-rendered
+    assert page.locator("#step-0 details.llm-calls[open]").count() == 1
     assert page.locator("#step-0 .calls >> text=which file first?").is_visible()  # the prompt, opened, too
     assert [s.get_attribute("id") for s in page.locator("li.step[id]").all()] == ["step-0", "step-1", "step-2"]
+
+
+def test_a_reader_finds_steps_of_a_200_step_run_by_searching_and_the_matches_are_highlighted(
+    page, live_server, tiny_task
+):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=200)
+    steps_create(run, range(200))
+    Step.objects.filter(run=run, index=150).update(observation="validation loss went NaN at epoch 7")
+    Step.objects.filter(run=run, index=30).update(observation="it WENT NAN once before")
+    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    assert page.locator("#step-30").count() == 0  # not among the last 50 steps shown
+
+    page.fill(".trace-tools input[name=q]", "went nan")
+    page.press(".trace-tools input[name=q]", "Enter")
+
+    page.wait_for_selector("#step-150")
+    assert page.locator("li.step").evaluate_all("items => items.map(i => i.id)") == ["step-30", "step-150"]
+    assert page.locator("#matching").inner_text().startswith("2 of 200 steps match")
+    assert page.locator("#step-150 details.step-card[open]").count() == 1  # opened to show what matched
+    assert page.locator("#step-150 mark.hit").inner_text() == "went NaN"
+    assert page.locator("#step-30 mark.hit").inner_text() == "WENT NAN"
+
+
+def test_steps_fold_to_one_line_and_open_by_link_keyboard_and_all_at_once(page, live_server, tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=120)
+    steps_create(run, range(120))
+
+    page.goto(f"{live_server.url}/runs/{run.pk}/#step-12")  # a permalink to a step before the page's first
+
+    page.wait_for_selector("#step-12 details.step-card[open]")
+    assert page.locator("details.step-card[open]").count() == 1
+    assert page.locator("#step-12 .step-line .input-summary").count() == 0  # List Files here takes no input
+    assert not page.locator("#step-13 .observation").is_visible()  # the others stay one line each
+
+    page.keyboard.press("j")
+    page.keyboard.press("o")
+    assert page.locator("#step-13 details.step-card[open]").count() == 1
+    page.keyboard.press("k")
+    page.keyboard.press("k")
+    page.keyboard.press("o")
+    assert page.locator("#step-11 details.step-card[open]").count() == 1
+
+    page.click("button[data-fold=open]")
+    assert page.locator("details.step-card:not([open])").count() == 0
+    page.click("button[data-fold=close]")
+    assert page.locator("details.step-card[open]").count() == 0
