@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from task_bank.models import Task, TaskVersion
 
@@ -247,6 +248,14 @@ class Run(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in self.LIVE
+
+    @property
+    def elapsed_seconds(self) -> float:
+        """The run's wall time so far: measured at its end, counted from its start while it is on a worker (time
+        off a worker, ``paused_seconds``, not counted)."""
+        if self.status in self.ON_WORKER and self.started_at is not None:
+            return max((timezone.now() - self.started_at).total_seconds() - self.paused_seconds, 0.0)
+        return self.wall_seconds
 
     @property
     def is_finished(self) -> bool:

@@ -67,7 +67,13 @@ def _lock(path: Path, *, tick: Callable[[], None] | None = None):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox, tick: Callable[[], None] | None) -> str:
+def _run_prepare(
+    work: Path,
+    version: TaskVersion,
+    sandbox: Sandbox,
+    tick: Callable[[], None] | None,
+    on_output: Callable[[str, bytes], None] | None,
+) -> str:
     network = version.prepare_needs_network and getattr(settings, "BENCH_ALLOW_PREPARE_NETWORK", False)
     if version.prepare_needs_network and not network:
         raise TaskPreparationError(
@@ -81,7 +87,9 @@ def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox, tick: Calla
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
         network=network,
     )
-    result = run_process(proc, timeout=settings.BENCH_PREPARE_TIMEOUT_S, keep_bytes=20_000, tick=tick)
+    result = run_process(
+        proc, timeout=settings.BENCH_PREPARE_TIMEOUT_S, keep_bytes=20_000, tick=tick, on_output=on_output
+    )
     log = (result.stdout + ("\n" + result.stderr if result.stderr.strip() else "")).strip()
     if result.timed_out:
         raise TaskPreparationError(
@@ -96,11 +104,16 @@ def _run_prepare(work: Path, version: TaskVersion, sandbox: Sandbox, tick: Calla
 
 
 def task_version_prepare(
-    version: TaskVersion, *, sandbox: Sandbox | None = None, tick: Callable[[], None] | None = None
+    version: TaskVersion,
+    *,
+    sandbox: Sandbox | None = None,
+    tick: Callable[[], None] | None = None,
+    on_output: Callable[[str, bytes], None] | None = None,
 ) -> PreparedTask:
     """The prepared task (cached by digest): prepare.py has run and the env files are blobs.
 
-    tick is called while prepare.py runs or another process holds the preparation lock (heartbeats)."""
+    tick is called while prepare.py runs or another process holds the preparation lock (heartbeats); on_output
+    gets what prepare.py writes, as it writes it."""
     root = cache_dir(version)
     store = BlobStore()
     with _lock(root.with_suffix(".lock"), tick=tick):
@@ -115,7 +128,7 @@ def task_version_prepare(
                 log = ""
                 if (work / "scripts" / "prepare.py").is_file():
                     writable_for_sandbox(work, sandbox.ids, sticky=False)
-                    log = _run_prepare(work, version, sandbox, tick)
+                    log = _run_prepare(work, version, sandbox, tick, on_output)
                     owned_by_root(work, sandbox.ids)  # what prepare.py made becomes shared, read-only task data
                 manifest: Manifest = {}
                 try:

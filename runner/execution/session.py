@@ -221,6 +221,12 @@ class RunSession:
         if row["hand_back_requested_at"] is not None:
             raise HandBack()
 
+    def show_live(self, what: str) -> None:
+        """Say what the run is doing (its page shows it while the run is live), its output starting afresh."""
+        self.live = HeadTail(LIVE_OUTPUT_BYTES)
+        self.live_dirty = False
+        Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(live_action=db_text(what), live_output="")
+
     def on_output(self, stream: str, data: bytes) -> None:
         self.live.write(data)
         self.live_dirty = True
@@ -237,10 +243,18 @@ class RunSession:
         try:
             self.sandbox = get_sandbox(self.run.sandbox or None, run_id=self.run.pk)
             if self.run.purpose == Run.Purpose.BENCHMARK:
+                if self.version.status != TaskVersion.Status.READY:
+                    runs = self.version.validation_repeats
+                    self.show_live(f"validating the task first: its baseline is run and scored {runs} times")
                 self.ensure_validated()
-            prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick)
+            self.show_live("preparing the task (its prepare.py runs once per task version; its output is below)")
+            prepared = task_version_prepare(
+                self.version, sandbox=self.sandbox, tick=self.tick, on_output=self.on_output
+            )
+            self.show_live("laying out the workspace")
             self.layout(prepared)
             self.transition(Run.Status.PREPARING, Run.Status.RUNNING)
+            self.show_live("")  # waiting for the agent's first action
             ending, manifest = self.converse()
             result = None
             if ending.evaluate:

@@ -4,17 +4,24 @@ whole workspace downloadable at every step, and the score chart's lines and link
 
 import io
 import re
+import threading
+import time
 import zipfile
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
 from runner.charts import score_over_steps_figure
+from runner.execution import run_execute
 from runner.models import Run, Step
+from runner.services import run_create
 from runner.snapshots import BlobStore
+from task_bank.models import TaskVersion
+from task_bank.services import task_import
 
-from ..factories import RunFactory
+from ..factories import TINY_FILES, RunFactory, package_write
 
 
 def step(run: Run, index: int, *, action="Execute Script", observation="", entries=None, error=False, files=None):
@@ -209,3 +216,48 @@ def test_the_score_chart_draws_the_success_line_in_the_metrics_direction_and_lin
     assert [shape["y0"] for shape in lower["layout"]["shapes"]] == [2.0, pytest.approx(1.8)]
     assert higher["layout"]["annotations"][1]["text"] == "success (10% better)"
     assert higher["data"][0]["customdata"] == [["step 2", "#step-2"], ["step 5", "#step-5"]]
+
+
+# -- a live run says what it is doing -------------------------------------------------------------------------
+
+SLOW_PREPARE = """
+import time
+print("building the data: shard 1 of 3", flush=True)
+time.sleep(8)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_preparing_run_shows_what_it_prepares_and_its_output_and_an_ended_one_its_time(
+    client, tmp_path, baseline_agent
+):
+    """prepare.py prints a line and takes 8 s more: meanwhile the run's page says it is preparing the task,
+    with that line; then the run goes on and ends."""
+    files = {**TINY_FILES, "scripts/prepare.py": SLOW_PREPARE}
+    version, _ = task_import(root=package_write(tmp_path / "slow", files), slug="slow-prepare")
+    TaskVersion.objects.filter(pk=version.pk).update(status=TaskVersion.Status.READY, baseline_score=1.0)
+    run = run_create(task=version.task, agent=baseline_agent, enqueue=False)
+
+    def execute() -> None:
+        try:
+            run_execute(run.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    try:
+        page = ""
+        for _ in range(600):  # until the line shows, or a minute has gone
+            page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+            if "shard 1 of 3" in page:
+                break
+            time.sleep(0.1)
+        assert '<span class="index">Preparing</span>' in page
+        assert "preparing the task (its prepare.py runs once per task version" in page
+        assert "building the data: shard 1 of 3" in page
+    finally:
+        worker.join(timeout=300)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FINISHED, run.error
+    assert run.elapsed_seconds == run.wall_seconds > 0
