@@ -88,3 +88,34 @@ def score_over_steps_figure(
         "hovertemplate": "step %{x}: %{y}<extra></extra>",
     }
     return figure([{**trace, "type": "scatter"}], layout=layout)
+
+
+def scores_overlaid_figure(
+    series: list[tuple[str, str, list[dict]]], *, baseline: float | None, metric: str
+) -> dict | None:
+    """Lines: the score after each scored step of several runs (each (name, href of its run page, scores)), on
+    one chart with the baseline; a point opens that step of its run."""
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "x": [s["index"] for s in scores],
+            "y": [s["score"] for s in scores],
+            "customdata": [[f"{name}, step {s['index']}", f"{href}#step-{s['index']}"] for s in scores],
+        }
+        for name, href, scores in series
+        if scores
+    ]
+    if not traces:
+        return None
+    layout = {
+        **LAYOUT,
+        "height": 300,
+        "margin": {**LAYOUT["margin"], "b": 45},
+        "title": {"text": f"{metric} after each step"},
+        **horizontal_lines([(baseline, "baseline")] if baseline is not None else []),
+        "xaxis": axis("step"),
+        "yaxis": axis(metric),
+    }
+    return figure(traces, layout=layout)

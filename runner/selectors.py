@@ -267,6 +267,60 @@ def run_steps_matching(
     return rows, predecessors, earlier
 
 
+COMPARE_MAX = 4  # runs side by side on the comparison page
+COMPARE_STEPS = 50  # step indexes per page of the comparison
+
+
+class CompareError(ValueError):
+    """The runs asked for cannot be compared; the message says why."""
+
+
+def runs_compared(*, viewer: Viewer, ids: list[int]) -> list[Run]:
+    """The runs to compare, in the order asked for: visible to ``viewer``, at most COMPARE_MAX, all of one task.
+    A run that does not exist or is hidden is named as not found (the same answer for both)."""
+    ids = list(dict.fromkeys(ids))
+    if len(ids) > COMPARE_MAX:
+        raise CompareError(f"at most {COMPARE_MAX} runs can be compared; {len(ids)} were asked for")
+    found = runs_visible_to(viewer).select_related("task", "agent", "task_version").in_bulk(ids)
+    missing = [str(pk) for pk in ids if pk not in found]
+    if missing:
+        raise CompareError(f"no run {', '.join(missing)}")
+    runs = [found[pk] for pk in ids]
+    tasks = {run.task.slug for run in runs}
+    if len(tasks) > 1:
+        raise CompareError(f"runs of one task can be compared, not of several ({', '.join(sorted(tasks))})")
+    return runs
+
+
+def runs_of_same_task(*, viewer: Viewer, run: Run, limit: int = 20) -> list[Run]:
+    """Other runs of ``run``'s task that ``viewer`` may see, newest first: what it can be compared with."""
+    others = runs_visible_to(viewer).filter(task_id=run.task_id).exclude(pk=run.pk).select_related("agent")
+    return list(others.order_by(*Run.LIST_ORDER)[:limit])
+
+
+def compared_steps(*, runs: list[Run], start: int, count: int = COMPARE_STEPS) -> list[dict]:
+    """Step indexes ``start`` .. ``start + count - 1`` of each run, aligned by index: one row per index, each
+    with the step of every run at that index (None where a run had no such step). One query."""
+    rows = (
+        Step.objects.filter(run__in=runs, index__gte=start, index__lt=start + count)
+        .only("run_id", "index", "action", "action_input", "entries", "is_error", "score")
+        .order_by("index")
+    )
+    by_index: dict[int, dict[int, Step]] = {}
+    for step in rows:
+        by_index.setdefault(step.index, {})[step.run_id] = step
+    return [{"index": i, "steps": [by_index[i].get(run.pk) for run in runs]} for i in sorted(by_index)]
+
+
+def runs_step_scores(*, runs: list[Run]) -> dict[int, list[dict]]:
+    """The scored steps of each run (index and score), for the overlaid score chart. One query."""
+    scores: dict[int, list[dict]] = {run.pk: [] for run in runs}
+    rows = Step.objects.filter(run__in=runs, score__isnull=False).order_by("index")
+    for row in rows.values("run_id", "index", "score"):
+        scores[row["run_id"]].append({"index": row["index"], "score": row["score"]})
+    return scores
+
+
 def run_plan_before(*, run: Run, index: int) -> str | None:
     """The research plan the agent last wrote before step ``index`` (None if it wrote none)."""
     plans = Step.objects.filter(run=run, index__lt=index, entries__has_key=PLAN).order_by("-index")

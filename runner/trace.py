@@ -374,3 +374,47 @@ def _zip_stream(store: BlobStore, manifest: Manifest) -> Iterator[bytes]:
                     yield sink.take()
             yield sink.take()
     yield sink.take()
+
+
+def final_manifest(run: Run) -> Manifest:
+    """The workspace a run left: its final snapshot, else its last step's, else its starting one."""
+    sha = run.final_snapshot
+    if not sha:
+        sha = Step.objects.filter(run=run).order_by("-index").values_list("snapshot", flat=True).first()
+    sha = sha or run.initial_snapshot
+    return BlobStore().manifest_load(sha) if sha else {}
+
+
+def workspaces_compared(runs: list[Run], *, path: str) -> dict:
+    """The final workspaces of ``runs`` compared with the first one's: the files that differ in any of them
+    (``files``: path -> one kind per other run: added, removed, changed or ""), and for ``path`` a coloured
+    diff from the first run's file to each other run's (``diffs``: one FileChange or None per other run)."""
+    store = BlobStore()
+    manifests = [final_manifest(run) for run in runs]
+    first, others = manifests[0], manifests[1:]
+    files: dict[str, list[str]] = {}
+    for i, other in enumerate(others):
+        diff = manifest_diff(first, other)
+        for kind in ("added", "removed", "changed"):
+            for name in diff[kind]:
+                files.setdefault(fs.shown(name), [""] * len(others))[i] = kind
+    diffs = []
+    for other in others:
+        change = FileChange(path, "changed")
+        old, new = first.get(path), other.get(path)
+        if old is None and new is None:
+            diffs.append(None)
+            continue
+        old_text = _text(store, *old) if old else ""
+        new_text = _text(store, *new) if new else ""
+        if old_text is None or new_text is None:
+            change.note = "binary or large"
+        elif old == new:
+            change.note = "the same in both"
+        else:
+            lines = difflib.unified_diff(
+                old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+            )
+            change.diff = "".join(lines)
+        diffs.append(change)
+    return {"files": dict(sorted(files.items())), "diffs": diffs, "path": path}

@@ -5,6 +5,7 @@ from . import views
 app_name = "runner"
 urlpatterns = [
     path("runs/", views.run_list_view, name="run_list"),
+    path("runs/compare/", views.runs_compare_view, name="runs_compare"),
     path("actions/", views.action_catalogue_view, name="actions"),
     path("runs/<int:pk>/", views.run_detail_view, name="run_detail"),
     path("runs/<int:pk>/steps/", views.run_steps_view, name="run_steps"),

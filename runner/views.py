@@ -11,25 +11,32 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from .actions import ACTIONS, catalogue_for_agent
-from .charts import score_over_steps_figure
+from .charts import score_over_steps_figure, scores_overlaid_figure
 from .jobs import QueueUnreachable
 from .models import Run, Step
 from .selectors import (
+    COMPARE_STEPS,
     RANKINGS,
     TRACE_PAGE_STEPS,
+    CompareError,
     NoSuchRun,
     StepFilter,
+    compared_steps,
     run_detail,
     run_plan_before,
     run_step_scores,
     run_steps_matching,
     run_steps_window,
     run_trace_json,
+    runs_compared,
     runs_list,
+    runs_of_same_task,
     runs_page,
+    runs_step_scores,
     step_llm_calls,
 )
 from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
@@ -37,6 +44,7 @@ from .snapshots import BlobStore
 from .trace import (
     PLAN,
     WorkspaceTooLarge,
+    input_summary,
     step_cards,
     steps_display,
     workspace_changes,
@@ -44,6 +52,7 @@ from .trace import (
     workspace_file,
     workspace_files,
     workspace_zip,
+    workspaces_compared,
 )
 
 
@@ -267,6 +276,60 @@ def step_workspace_zip_view(request: HttpRequest, pk: int, index: int) -> HttpRe
     response = StreamingHttpResponse(chunks, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-step-{step.index}-workspace.zip"'
     return response
+
+
+def _run_ids(request: HttpRequest) -> list[int] | None:
+    """?runs=1,2 (or ?runs=1&runs=2): the run ids asked for; None when one is not a whole number."""
+    parts = [part.strip() for value in request.GET.getlist("runs") for part in value.split(",") if part.strip()]
+    if not all(part.isdigit() and len(part) < 12 for part in parts):
+        return None
+    return [int(part) for part in parts]
+
+
+def runs_compare_view(request: HttpRequest) -> HttpResponse:
+    """Runs of one task side by side (``?runs=1,2``): their headers, their scores over the steps on one chart,
+    their steps aligned by index (``?from=N``, a page at a time) and their final workspaces compared with the
+    first run's, one file's diff shown (``?file=``, by default the task's script). One run: a choice of the
+    runs of its task to compare it with."""
+    ids = _run_ids(request)
+    if ids is None:
+        return render(request, "runner/run_compare.html", {"error": "?runs= takes run ids (1,2,...)"}, status=400)
+    if not ids:
+        return render(request, "runner/run_compare.html", {"error": "choose the runs to compare (?runs=1,2)"})
+    try:
+        runs = runs_compared(viewer=request.user, ids=ids)
+    except CompareError as exc:
+        status = 404 if str(exc).startswith("no run") else 400
+        return render(request, "runner/run_compare.html", {"error": str(exc)}, status=status)
+    version = runs[0].task_version
+    context: dict = {"runs": runs, "ids": ",".join(str(run.pk) for run in runs), "version": version}
+    if len(runs) == 1:
+        context["others"] = runs_of_same_task(viewer=request.user, run=runs[0])
+        return render(request, "runner/run_compare.html", context)
+    start = max(_int_param(request, "from") or 0, 0)
+    rows = compared_steps(runs=runs, start=start)
+    for row in rows:
+        for step in row["steps"]:
+            if step is not None:
+                step.summary = input_summary(step.action_input)
+                step.plan = step.entries.get(PLAN, "")
+    scores = runs_step_scores(runs=runs)
+    series = [
+        (f"#{run.pk} {run.agent.name}", reverse("runner:run_detail", args=[run.pk]), scores[run.pk]) for run in runs
+    ]
+    last = max(run.steps_count for run in runs)
+    workspaces = workspaces_compared(runs, path=request.GET.get("file") or version.script_name)
+    context |= {
+        "rows": rows,
+        "start": start,
+        "previous_from": max(start - COMPARE_STEPS, 0) if start > 0 else None,
+        "next_from": start + COMPARE_STEPS if start + COMPARE_STEPS < last else None,
+        "chart": scores_overlaid_figure(series, baseline=version.baseline_score, metric=version.metric_name),
+        "last_shown": rows[-1]["index"] if rows else None,
+        "workspaces": workspaces,
+        "diffs": list(zip(runs[1:], workspaces["diffs"], strict=True)),
+    }
+    return render(request, "runner/run_compare.html", context)
 
 
 def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:

@@ -8,6 +8,7 @@ from runner.models import LLMCall, Run, Step
 from runner.services import run_create
 
 from ..factories import RunFactory
+from ..runner.test_run_compare import two_runs_create
 
 pytestmark = pytest.mark.e2e
 
@@ -139,3 +140,19 @@ def test_steps_fold_to_one_line_and_open_by_link_keyboard_and_all_at_once(page, 
     assert page.locator("details.step-card:not([open])").count() == 0
     page.click("button[data-fold=close]")
     assert page.locator("details.step-card[open]").count() == 0
+
+
+def test_a_reader_ticks_two_runs_on_the_list_and_compares_their_final_train_py(page, live_server, tiny_task):
+    a, b = two_runs_create(tiny_task)
+    page.goto(f"{live_server.url}/runs/")
+
+    page.check(f"input[name=runs][value='{a.pk}']")
+    page.check(f"input[name=runs][value='{b.pk}']")
+    page.click("#compare-runs button")
+
+    page.wait_for_selector("#file-diff")
+    # The list shows the newest first: B's train.py is the first, and A's is diffed against it.
+    heads = page.locator("table.compare-head tr:first-child th").all_text_contents()
+    assert heads[1:] == [f"run #{b.pk}", f"run #{a.pk}"]
+    diff = page.locator(".compare-diff pre.diff").inner_text()
+    assert "-lr = 0.1\n-epochs = 9\n+lr = 0.01\n+epochs = 5" in diff
