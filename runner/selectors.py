@@ -285,7 +285,9 @@ def step_llm_calls(*, step: Step) -> QuerySet[LLMCall]:
 
 def run_trace_json(*, run: Run) -> dict:
     """The run's trace in MLAgentBench's trace.json shape (steps, low_level_steps, action_infos,
-    task_description), with each step's agent entries added under "entries"."""
+    task_description), with each step's agent entries added under "entries" (which MLAgentBench's reader
+    ignores). A step's timestamp is when it ended, as MLAgentBench records it; a low-level step's is its own when
+    it was imported with one, else its step's."""
     steps, low_level = [], []
     for step in run_steps(run=run):
         timestamp = (step.started_at.timestamp() + step.duration_s) if step.started_at else None
@@ -302,7 +304,7 @@ def run_trace_json(*, run: Run) -> dict:
                 {
                     "action": {"name": low.get("action"), "args": low.get("input", {})},
                     "observation": low.get("observation", ""),
-                    "timestamp": timestamp,
+                    "timestamp": low.get("timestamp", timestamp),
                 }
             )
     return {

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure
+from .exports import trace_export_file
 from .jobs import QueueUnreachable
 from .models import Run, Step
 from .selectors import (
@@ -274,6 +275,16 @@ def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
     response = JsonResponse(run_trace_json(run=run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
     return response
+
+
+def run_log_zip_view(request: HttpRequest, pk: int) -> FileResponse:
+    """The run as an MLAgentBench log zip (``exports.trace_export``), which MLAgentBench's tools and
+    ``import_trace`` read."""
+    run = _run_or_404(request, pk)
+    path = trace_export_file(run=run)
+    handle = open(path, "rb")  # noqa: SIM115 - closed by the response
+    path.unlink()  # the open handle keeps the file until the response is sent
+    return FileResponse(handle, as_attachment=True, filename=f"run-{run.pk}-log.zip", content_type="application/zip")
 
 
 def action_catalogue_view(request: HttpRequest) -> HttpResponse:
