@@ -19,6 +19,7 @@ from .exports import trace_export_file
 from .jobs import QueueUnreachable
 from .models import Run, Step
 from .selectors import (
+    ORIGINS,
     RANKINGS,
     TRACE_PAGE_STEPS,
     NoSuchRun,
@@ -77,7 +78,8 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     """The runs, newest first, a page at a time: ?before=N lists the runs older than run N, ?after=N the newer ones
     (keyset pages: as fast deep in the list as at its head)."""
     filters = {
-        key: request.GET.get(key) or None for key in ("status", "task", "agent", "version", "ranking", "category")
+        key: request.GET.get(key) or None
+        for key in ("status", "task", "agent", "version", "ranking", "category", "origin")
     }
     # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
     filters["model"] = request.GET.get("model")
@@ -88,6 +90,9 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     unknown_ranking = None
     if filters["ranking"] and filters["ranking"] not in RANKINGS:
         unknown_ranking, filters["ranking"] = filters["ranking"], None
+    unknown_origin = None
+    if filters["origin"] and filters["origin"] not in ORIGINS:
+        unknown_origin, filters["origin"] = filters["origin"], None
     before, after = (_run_id(request, key) for key in ("before", "after"))
     runs = runs_list(viewer=request.user, **filters)
     unknown_from = None
@@ -105,6 +110,8 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         "rankings": list(RANKINGS),
         "unknown_status": unknown_status,
         "unknown_ranking": unknown_ranking,
+        "origins": list(ORIGINS),
+        "unknown_origin": unknown_origin,
     }
     return render(request, "runner/run_list.html", context)
 

@@ -3,7 +3,9 @@ layout, and every bad upload refused with one message and nothing left behind.""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import stat
 import zipfile
 from pathlib import Path
@@ -170,6 +172,18 @@ def test_self_reported_runs_are_ranked_only_when_asked_and_marked_where_runs_are
     assert client.get(reverse("leaderboard:leaderboard") + "?origin=mine").status_code == 200  # named, left out
     assert "Unknown origin" in client.get(reverse("leaderboard:leaderboard") + "?origin=mine").content.decode()
     assert client.get("/api/v1/leaderboard/?origin=mine").status_code == 400
+
+    # The board's counts link to the runs behind them: verified ones, or self-reported ones too with ?origin=all.
+    board = client.get(reverse("leaderboard:leaderboard") + "?origin=all").content.decode()
+    links = [html.unescape(h) for h in re.findall(r'href="(/runs/\?[^"]*agent=theirs[^"]*)"', board)]
+    assert links and all("origin=verified" not in link for link in links)
+    assert f'href="/runs/{imported.pk}/"' in client.get(links[0]).content.decode()
+    board = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    links = [html.unescape(h) for h in re.findall(r'href="(/runs/\?[^"]*agent=ours[^"]*)"', board)]
+    assert links and all("origin=verified" in link for link in links)
+    verified = client.get(reverse("runner:run_list") + "?origin=verified").content.decode()
+    assert f'href="/runs/{imported.pk}/"' not in verified and f'href="/runs/{executed.pk}/"' in verified
+    assert "Unknown origin" in client.get(reverse("runner:run_list") + "?origin=mine").content.decode()
 
     page = client.get(reverse("runner:run_detail", args=[imported.pk])).content.decode()
     assert "self-reported" in page
