@@ -65,7 +65,7 @@ def board_query_parse(params: Mapping[str, str]) -> tuple[BoardQuery, dict[str, 
     if infra not in (None, "include"):
         errors["infra"] = f"expected 'include' (or no infra parameter), got {infra[:40]!r}"
     origin = params.get("origin")
-    if origin not in (None, "", "verified", "all"):
+    if origin not in (None, "verified", "all"):
         errors["origin"] = f"expected 'verified' or 'all' (self-reported runs included), got {origin[:40]!r}"
     category = params.get("category") or ""
     if category and category not in CATEGORIES:

@@ -229,7 +229,10 @@ def _task_version(log: Log, task_slug: str | None) -> TaskVersion:
             known = ", ".join(tasks.order_by("slug").values_list("slug", flat=True)) or "none"
             raise TraceImportError(f"no task {slug!r} in the bank; tasks: {known}")
     else:
-        matching = [t for t in tasks.filter(current_version__research_problem=log.task_description.strip())]
+        problem = log.task_description.strip()
+        matching = [
+            t for t in tasks.exclude(current_version=None) if t.current_version.research_problem.strip() == problem
+        ]
         if len(matching) != 1:
             raise TraceImportError(
                 "the log's research problem is not that of exactly one task in the bank: name the task (--task SLUG)"
@@ -396,6 +399,14 @@ def trace_import(
     )
 
 
+def _final_answer(step: LoggedStep | None) -> str:
+    """What the agent submitted, as our runs record it: the Final Answer's ``final_answer``."""
+    if step is None:
+        return ""
+    answer = step.args.get("final_answer", "") if isinstance(step.args, dict) else step.args
+    return str(answer)[:20_000]
+
+
 def _when(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=UTC)
 
@@ -441,7 +452,7 @@ def _run_record(
         finished_at=_when(max(last, start + (wall or 0))) if start is not None else None,
         wall_seconds=wall or 0,
         steps_count=len(log.steps),
-        final_answer=db_text(json.dumps(final_answer.args) if final_answer and final_answer.args else ""),
+        final_answer=db_text(_final_answer(final_answer)),
         final_score=result.score,
         paired_baseline=baseline,
         eval_measurements=result.measurements,

@@ -136,7 +136,7 @@ def test_a_log_becomes_a_self_reported_run_with_its_steps_snapshots_and_score(ti
     # Scored here, in the sandbox, with the task's eval on the final files.
     assert run.final_score == 7.0
     assert run.improvement == pytest.approx(2.5) and run.succeeded is True
-    assert json.loads(run.final_answer) == {"final_answer": "value.txt now holds 7"}
+    assert run.final_answer == "value.txt now holds 7"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -248,6 +248,7 @@ def test_an_executed_run_exported_and_imported_again_has_the_same_steps_and_snap
 
     assert again.origin == Run.Origin.IMPORTED and again.task_version == run.task_version
     assert (again.agent, again.status, again.final_score) == (run.agent, run.status, run.final_score)
+    assert again.final_answer == run.final_answer == "done"
     _same_steps(run, again)
     assert (again.initial_snapshot, again.final_snapshot) == (run.initial_snapshot, run.final_snapshot)
     assert again.wall_seconds == pytest.approx(run.wall_seconds)
