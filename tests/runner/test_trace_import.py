@@ -141,8 +141,9 @@ def test_a_log_becomes_a_self_reported_run_with_its_steps_snapshots_and_score(ti
 
 @pytest.mark.django_db(transaction=True)
 def test_the_task_is_found_by_its_research_problem_and_an_unended_log_is_left_out_like_mlagentbench(
-    tiny_task, tmp_path
+    tiny_task, tmp_path, settings
 ):
+    settings.BENCH_RUNS_DIR = str(tmp_path / "no-run-has-run-here")
     log = write_log(tmp_path / "run-b", overall_time=None)
     (log / "env_log" / "error.txt").write_text("Traceback ...\nConnectionError: aborted\n")
 
@@ -151,6 +152,7 @@ def test_the_task_is_found_by_its_research_problem_and_an_unended_log_is_left_ou
     assert run.task == tiny_task.task and run.agent.name == "mlagentbench-log"
     assert (run.status, run.failure_kind) == (Run.Status.FAILED, Run.FailureKind.INFRASTRUCTURE)
     assert "ConnectionError: aborted" in run.error
+    assert run.final_score == 7.0  # scored though no run had made the runs folder yet
 
 
 @pytest.mark.django_db(transaction=True)
