@@ -259,6 +259,14 @@ def _agent_spec(log: Log, agent_name: str | None) -> tuple[str, str | None]:
     return name, (str(version)[:40] if version else None)
 
 
+def _agent_check_owner(name: str, version: str | None, owner: AbstractBaseUser | None) -> None:
+    existing = Agent.objects.filter(name=name, **({"version": version} if version else {}))
+    if existing.exclude(owner=owner).exists() if owner is not None else existing.exists():
+        raise TraceImportError(
+            f"agent {name!r} is not yours: runs can be imported under an agent you own or a new name (--agent)"
+        )
+
+
 def _agent(name: str, version: str | None, owner: AbstractBaseUser | None) -> Agent:
     """The agent of that name (and version, else its newest), or a new external one: it has no code here."""
     agents = Agent.objects.filter(name=name, **({"version": version} if version else {}))
@@ -353,16 +361,21 @@ def trace_import(
     agent_name: str | None = None,
     model: str | None = None,
     owner: AbstractBaseUser | None = None,
+    only_own_agents: bool = False,
 ) -> Run:
     """Import an MLAgentBench log folder or zip as a self-reported run of ``task_slug`` (else the task the log
     names or whose research problem it has) by ``agent_name`` ("name" or "name@version"; else the one the log
-    names, else ``DEFAULT_AGENT``; an agent not here yet is made, with no code). The final workspace is scored
-    here. ``TraceImportError`` on a bad log, and nothing written."""
+    names, else ``DEFAULT_AGENT``; an agent not here yet is made, with no code, owned by ``owner``). With
+    ``only_own_agents`` (an upload by someone who is not staff) the agent must be ``owner``'s or a new one: nobody
+    files runs under another's agent. The final workspace is scored here. ``TraceImportError`` on a bad log, and
+    nothing written."""
     try:
         with extracted(Path(source), expected=EXPECTED) as root:
             log = log_read(root)
             version = _task_version(log, task_slug)
             name, agent_version = _agent_spec(log, agent_name)
+            if only_own_agents:
+                _agent_check_owner(name, agent_version, owner)
             try:
                 prepared = task_version_prepare(version)
             except TaskPreparationError as exc:
