@@ -44,6 +44,8 @@ STEP_DIR_RE = re.compile(r"^step_(\d+|final)_files$")
 AGENT_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 DEFAULT_AGENT = "mlagentbench-log"
 MAX_STEPS = 10_000
+#: How MLAgentBench's environment starts the observation of an action that failed.
+ERROR_OBSERVATIONS = ("EnvError:", "LLMError:", "Invalid action:")
 ERROR_LIMIT = 8000
 
 
@@ -79,10 +81,16 @@ class Log:
 
 
 def _env_log(root: Path) -> Path:
-    """The folder holding trace.json: the log's env_log/, or the folder itself."""
-    for candidate in (root / ENV_LOG, root):
-        if (candidate / TRACE_FILE).is_file():
-            return candidate
+    """The folder holding trace.json: the log's env_log/, or the folder itself; through folders that hold only one
+    folder (a zip of MLAgentBench's logs/<task>/<run>/)."""
+    for _ in range(8):
+        for candidate in (root / ENV_LOG, root):
+            if (candidate / TRACE_FILE).is_file():
+                return candidate
+        inside = list(root.iterdir())
+        if len(inside) != 1 or not inside[0].is_dir():
+            break
+        root = inside[0]
     raise TraceImportError(f"no {TRACE_FILE} found (looked in {ENV_LOG}/ and at the top); expected {EXPECTED}")
 
 
@@ -496,7 +504,7 @@ def _run_record(
                 action_input=db_json(logged.args),
                 entries=db_json(logged.entries),
                 observation=db_text(logged.observation),
-                is_error=bool(recorded.get("is_error", False)),
+                is_error=bool(recorded.get("is_error", logged.observation.startswith(ERROR_OBSERVATIONS))),
                 started_at=_when(began),
                 duration_s=max(logged.timestamp - began, 0.0),
                 tokens_in=int(_number(recorded.get("tokens_in")) or 0),

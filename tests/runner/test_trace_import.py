@@ -144,15 +144,19 @@ def test_the_task_is_found_by_its_research_problem_and_an_unended_log_is_left_ou
     tiny_task, tmp_path, settings
 ):
     settings.BENCH_RUNS_DIR = str(tmp_path / "no-run-has-run-here")
-    log = write_log(tmp_path / "run-b", overall_time=None)
+    log = write_log(tmp_path / "logs" / "tiny" / "run-b", overall_time=None)  # MLAgentBench's logs/<task>/<run>/
     (log / "env_log" / "error.txt").write_text("Traceback ...\nConnectionError: aborted\n")
+    data = trace()
+    data["steps"][0]["observation"] = "EnvError: cannot list files in nowhere"
+    (log / "env_log" / "trace.json").write_text(json.dumps(data))
 
-    run = trace_import(source=log)
+    run = trace_import(source=zip_folder(tmp_path / "logs", tmp_path / "logs.zip"))
 
     assert run.task == tiny_task.task and run.agent.name == "mlagentbench-log"
     assert (run.status, run.failure_kind) == (Run.Status.FAILED, Run.FailureKind.INFRASTRUCTURE)
     assert "ConnectionError: aborted" in run.error
     assert run.final_score == 7.0  # scored though no run had made the runs folder yet
+    assert list(run.steps.order_by("index").values_list("is_error", flat=True)) == [True, False, False]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -332,6 +336,12 @@ BAD_UPLOADS = {
             {"log/env_log/trace.json": _trace_bytes(), "log/env_log/traces/step_7_files/train.py": b"x"},
         ),
         "step_7_files belongs to no step",
+    ),
+    "overall_time.txt without a number": (
+        lambda p: _zip(
+            p / "time.zip", {"log/env_log/trace.json": _trace_bytes(), "log/env_log/overall_time.txt": b"soon"}
+        ),
+        "overall_time.txt does not hold a number",
     ),
     "a task not in the bank": (
         lambda p: _zip(p / "task.zip", {"log/env_log/trace.json": _trace_bytes()}),
