@@ -298,10 +298,13 @@ def _agent(name: str, version: str | None, owner: AbstractBaseUser | None) -> Ag
 
 
 def _folder_manifest(folder: Path, base: Manifest, store: BlobStore) -> Manifest:
-    """A step's files over ``base`` (the task's read-only files), each stored once."""
+    """A step's files over ``base`` (the task's read-only files), each stored once. A read-only file stays the
+    task's whatever the log holds under its name: no run of ours can change one either."""
     manifest = dict(base)
     try:
         for rel, path in iter_files(folder):
+            if rel in base:
+                continue
             sha, size = store.put_file(path)
             manifest[rel] = [sha, size]
     except TaskPackageError as exc:
