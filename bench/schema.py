@@ -16,7 +16,11 @@ ERRORS = {
         description="Bad input: the body names what was wrong and what is expected, under the parameter's or "
         "field's name (or `detail`, e.g. for a NUL byte in the path or query string, refused on every operation).",
     ),
-    403: OpenApiResponse(DETAIL, description="Starting or cancelling runs needs a staff account."),
+    403: OpenApiResponse(
+        DETAIL,
+        description="Starting or cancelling runs needs a staff account; importing a run's log, a signed-in one "
+        "(and an agent of one's own).",
+    ),
     404: OpenApiResponse(DETAIL, description="No such object, or one you may not see."),
     409: OpenApiResponse(DETAIL, description="The run has ended: nothing to cancel."),
     503: OpenApiResponse(

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from leaderboard.api import leaderboard_api
-from runner.api import RunViewSet
+from runner.api import RunViewSet, trace_import_api
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()
@@ -18,6 +18,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(router.urls)),
     path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),
+    path("api/v1/traces/", trace_import_api, name="api-traces"),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("leaderboard.urls")),

@@ -47,6 +47,9 @@ ROWS = inline_serializer(
     parameters=[
         OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count"),
         OpenApiParameter("infra", str, enum=["include"], description="count infrastructure failures as failed runs"),
+        OpenApiParameter(
+            "origin", str, enum=["verified", "all"], description="'all' counts self-reported (imported) runs too"
+        ),
         OpenApiParameter("category", str, enum=list(CATEGORIES), description="only the tasks of this category"),
         OpenApiParameter(
             "sort",

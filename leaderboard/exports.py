@@ -54,6 +54,7 @@ def leaderboard_json(board: dict, *, query: BoardQuery) -> dict:
     return {
         "current_versions_only": query.current_only,
         "infrastructure_failures_counted": query.include_infrastructure,
+        "self_reported_counted": query.include_self_reported,
         "category": query.category or None,
         "sort": query.sort or None,
         "rows": [leaderboard_row_export(r) for r in board["rows"]],

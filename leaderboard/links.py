@@ -7,10 +7,19 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 
-def runs_href(row: dict, *, task: str = "", ranking: str = "counted", current: bool = True, category: str = "") -> str:
+def runs_href(
+    row: dict,
+    *,
+    task: str = "",
+    ranking: str = "counted",
+    current: bool = True,
+    category: str = "",
+    self_reported: bool = False,
+) -> str:
     """The runs list filtered to the runs behind one of ``row``'s counts: its agent version and model (on ``task``
     if given, on the tasks of ``category`` if given), the runs ``ranking`` names (a key of
-    ``runner.selectors.RANKINGS``), of each task's current version if ``current``."""
+    ``runner.selectors.RANKINGS``), of each task's current version if ``current``, verified runs only unless
+    ``self_reported``."""
     query = {"agent": row["agent__name"], "version": row["agent__version"], "model": row["model"]}
     if task:
         query["task"] = task
@@ -19,4 +28,6 @@ def runs_href(row: dict, *, task: str = "", ranking: str = "counted", current: b
     query["ranking"] = ranking
     if current:
         query["current"] = "1"
+    if not self_reported:
+        query["origin"] = "verified"
     return f"{reverse('runner:run_list')}?{urlencode(query)}"

@@ -1,6 +1,6 @@
 """What a reader asks of the leaderboard in its query string: which runs count (``?versions=``, ``?infra=``,
-``?category=``) and the order of its rows (``?sort=``). The page, its CSV and JSON exports and the API read the same
-parameters through ``board_query_parse``; ``board_sort`` orders the rows. No queries here."""
+``?origin=``, ``?category=``) and the order of its rows (``?sort=``). The page, its CSV and JSON exports and the API
+read the same parameters through ``board_query_parse``; ``board_sort`` orders the rows. No queries here."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ class BoardQuery:
 
     current_only: bool = True
     include_infrastructure: bool = False
+    #: Count runs imported from logs made elsewhere (``?origin=all``) beside those the platform executed.
+    include_self_reported: bool = False
     category: str = ""
     sort: str = ""
 
@@ -43,6 +45,7 @@ class BoardQuery:
         return {
             "current_only": self.current_only,
             "include_infrastructure": self.include_infrastructure,
+            "include_self_reported": self.include_self_reported,
             "category": self.category,
         }
 
@@ -61,6 +64,9 @@ def board_query_parse(params: Mapping[str, str]) -> tuple[BoardQuery, dict[str, 
     infra = params.get("infra")
     if infra not in (None, "include"):
         errors["infra"] = f"expected 'include' (or no infra parameter), got {infra[:40]!r}"
+    origin = params.get("origin")
+    if origin not in (None, "verified", "all"):
+        errors["origin"] = f"expected 'verified' or 'all' (self-reported runs included), got {origin[:40]!r}"
     category = params.get("category") or ""
     if category and category not in CATEGORIES:
         errors["category"] = f"expected one of {', '.join(CATEGORIES)}, got {category[:40]!r}"
@@ -74,7 +80,11 @@ def board_query_parse(params: Mapping[str, str]) -> tuple[BoardQuery, dict[str, 
         )
         sort = ""
     query = BoardQuery(
-        current_only=versions != "all", include_infrastructure=infra == "include", category=category, sort=sort
+        current_only=versions != "all",
+        include_infrastructure=infra == "include",
+        include_self_reported=origin == "all",
+        category=category,
+        sort=sort,
     )
     return query, errors
 

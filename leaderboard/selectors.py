@@ -120,33 +120,50 @@ def _with_figures(group: dict) -> dict:
     return {k: v for k, v in group.items() if k not in SUMS_ONLY} | entrant_stats(group)
 
 
-def counted_runs(*, viewer: Viewer, include_infrastructure: bool = False) -> tuple[QuerySet[Run], Q]:
+def counted_runs(
+    *, viewer: Viewer, include_infrastructure: bool = False, include_self_reported: bool = False
+) -> tuple[QuerySet[Run], Q]:
     """The one rule of what rankings count, as the runs to group and the filter of those that count.
 
     Counted: trials (benchmark runs started afresh: no validation run, no fork, which re-runs a step of another
     run) that ended finished, failed by the agent, or at a limit (timed out included). Not counted: cancelled
     runs, and infrastructure failures, which are read too so that each row can show how many it had, and which
-    ``include_infrastructure`` counts as failed runs, to show what they would change."""
+    ``include_infrastructure`` counts as failed runs, to show what they would change. Only runs the platform
+    executed and scored (``Run.VERIFIED``) unless ``include_self_reported``: runs imported from logs made elsewhere
+    then count too."""
     counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if include_infrastructure else Run.COUNTED
     runs = runs_visible_to(viewer).filter(Run.TRIAL).filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
+    if not include_self_reported:
+        runs = runs.filter(Run.VERIFIED)
     return runs, counted
 
 
-def task_agent_rows(*, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False) -> list[dict]:
+def task_agent_rows(
+    *, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False, include_self_reported: bool = False
+) -> list[dict]:
     """The per-task leaderboard: one row per agent version and model, over the runs of this version that
     rankings count (``counted_runs``)."""
-    runs, counted = counted_runs(viewer=viewer, include_infrastructure=include_infrastructure)
+    runs, counted = counted_runs(
+        viewer=viewer, include_infrastructure=include_infrastructure, include_self_reported=include_self_reported
+    )
     best = (Max if version.higher_is_better else Min)("final_score", filter=counted)
     groups = runs.filter(task_version=version).values(*ENTRANT).annotate(**_sums(counted=counted), best=best)
     return sorted((_with_figures(g) for g in groups.order_by()), key=ranking_key)
 
 
 def ranked_runs(
-    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
 ) -> tuple[QuerySet[Run], Q]:
     """``counted_runs`` on the leaderboard's tasks: the enabled ones (of one ``category`` if given), only the runs
     of each task's current version if ``current_only``."""
-    runs, counted = counted_runs(viewer=viewer, include_infrastructure=include_infrastructure)
+    runs, counted = counted_runs(
+        viewer=viewer, include_infrastructure=include_infrastructure, include_self_reported=include_self_reported
+    )
     runs = runs.filter(task__is_enabled=True)
     if current_only:
         runs = runs.filter(task_version=F("task__current_version"))
@@ -156,13 +173,22 @@ def ranked_runs(
 
 
 def leaderboard_cell_groups(
-    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
 ) -> list[dict]:
     """The leaderboard's one aggregation: ``_sums`` per agent version, model and task, over ``ranked_runs``, the
     groups with only infrastructure failures included (``runs`` 0: their row still shows how many it had). The
     rows and the cells are both made from these groups, so they always add up."""
     runs, counted = ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+        viewer=viewer,
+        current_only=current_only,
+        include_infrastructure=include_infrastructure,
+        include_self_reported=include_self_reported,
+        category=category,
     )
     groups = runs.values(*ENTRANT, "task__slug").annotate(**_sums(counted=counted))
     return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
@@ -198,22 +224,42 @@ def _cells_from_groups(groups: list[dict]) -> list[dict]:
 
 
 def leaderboard_rows(
-    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
 ) -> list[dict]:
     """One row per agent version and model over every enabled task: the paper's success rate (runs that beat
     the baseline by the threshold), mean improvement, mean normalised score, and efficiency (cost, tokens, time),
     over the runs that rankings count (``counted_runs``); ranked (``ranking_key``). Added up from the per-task
     groups of ``leaderboard_cell_groups``."""
-    options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
+    options = {
+        "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "include_self_reported": include_self_reported,
+        "category": category,
+    }
     return _rows_from_groups(leaderboard_cell_groups(viewer=viewer, **options))
 
 
 def leaderboard_cells(
-    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
 ) -> list[dict]:
     """Success rate, mean improvement and mean normalised score per agent version, model and task (the paper's
     per-task table)."""
-    options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
+    options = {
+        "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "include_self_reported": include_self_reported,
+        "category": category,
+    }
     return _cells_from_groups(leaderboard_cell_groups(viewer=viewer, **options))
 
 
@@ -222,13 +268,19 @@ def leaderboard_matrix(
     viewer: Viewer,
     current_only: bool = True,
     include_infrastructure: bool = False,
+    include_self_reported: bool = False,
     category: str = "",
     sort: str = "",
 ) -> dict:
     """The leaderboard page's table: its rows in the order ``sort`` asks for (``query.board_sort``; the ranking
     without it), the tasks that have runs, and for each row its cell on each task (None where it has no runs
     there); the cells as a list too, for the charts. One query: rows and cells come from the same groups."""
-    options = {"current_only": current_only, "include_infrastructure": include_infrastructure, "category": category}
+    options = {
+        "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "include_self_reported": include_self_reported,
+        "category": category,
+    }
     groups = leaderboard_cell_groups(viewer=viewer, **options)
     rows, cells = _rows_from_groups(groups), _cells_from_groups(groups)
     tasks = sorted({c["task__slug"] for c in cells})
@@ -244,12 +296,21 @@ def leaderboard_matrix(
 
 
 def leaderboard_improvements(
-    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
 ) -> list[dict]:
     """The improvement of every counted run that has one, with its entrant and task: the points behind each
     cell's mean improvement (the improvement distribution chart)."""
     runs, counted = ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+        viewer=viewer,
+        current_only=current_only,
+        include_infrastructure=include_infrastructure,
+        include_self_reported=include_self_reported,
+        category=category,
     )
     return list(
         runs.filter(counted, improvement__isnull=False)
@@ -281,12 +342,21 @@ def improvement_boxes_possible() -> bool:
 
 
 def leaderboard_improvement_boxes(
-    *, viewer: Viewer, current_only: bool = True, include_infrastructure: bool = False, category: str = ""
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
 ) -> list[dict]:
     """Per agent version, model and task, the quartiles and the extremes of the improvements of its scored counted
     runs, and their number: the improvement chart's boxes without the points (PostgreSQL only)."""
     runs, counted = ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+        viewer=viewer,
+        current_only=current_only,
+        include_infrastructure=include_infrastructure,
+        include_self_reported=include_self_reported,
+        category=category,
     )
     groups = (
         runs.filter(counted, improvement__isnull=False)
@@ -303,10 +373,14 @@ def leaderboard_improvement_boxes(
     return list(groups)
 
 
-def task_run_scores(*, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False) -> dict:
+def task_run_scores(
+    *, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False, include_self_reported: bool = False
+) -> dict:
     """The scores behind a task version's ranking: each counted run's scored steps, in order (``steps``), and
     each counted run's final score (``finals``), with their entrants."""
-    runs, counted = counted_runs(viewer=viewer, include_infrastructure=include_infrastructure)
+    runs, counted = counted_runs(
+        viewer=viewer, include_infrastructure=include_infrastructure, include_self_reported=include_self_reported
+    )
     runs = runs.filter(counted, task_version=version)
     steps = (
         Step.objects.filter(run__in=runs.values("pk"), score__isnull=False)
@@ -357,13 +431,18 @@ def leaderboard_compare(
     b: dict,
     current_only: bool = True,
     include_infrastructure: bool = False,
+    include_self_reported: bool = False,
     category: str = "",
 ) -> dict:
     """Two rows side by side on the tasks both ran (each task's counts and rates, from the runs the leaderboard
     counts), the tasks only one of them ran, and A's success rate minus B's over the shared tasks with its
     interval (stats.paired_difference)."""
     runs, counted = ranked_runs(
-        viewer=viewer, current_only=current_only, include_infrastructure=include_infrastructure, category=category
+        viewer=viewer,
+        current_only=current_only,
+        include_infrastructure=include_infrastructure,
+        include_self_reported=include_self_reported,
+        category=category,
     )
     groups = (
         runs.filter(Q(**a) | Q(**b))

@@ -111,7 +111,13 @@ def _leaderboard_charts(request: HttpRequest, *, board: dict, query: BoardQuery,
         return {}
 
     def href(row: dict) -> str:
-        return runs_href(row, ranking=ranking, current=query.current_only, category=query.category)
+        return runs_href(
+            row,
+            ranking=ranking,
+            current=query.current_only,
+            category=query.category,
+            self_reported=query.include_self_reported,
+        )
 
     scored = sum(cell["scored"] for cell in board["cells"])
     if scored > IMPROVEMENT_POINTS_MAX and improvement_boxes_possible():

@@ -55,7 +55,7 @@ class StepInline(admin.TabularInline):
 @admin.register(Run)
 class RunAdmin(RecordAdmin):
     list_display = ["pk", "agent", "task", "status", "final_score", "succeeded", "steps_count", "created_at", "trace"]
-    list_filter = ["status", "purpose", "failure_kind", "agent", "task"]
+    list_filter = ["status", "origin", "purpose", "failure_kind", "agent", "task"]
     list_select_related = ["agent", "task"]
     readonly_fields = ["trace"]
     inlines = [StepInline]

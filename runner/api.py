@@ -1,14 +1,20 @@
+import os
+import tempfile
 from decimal import Decimal
+from pathlib import Path
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
-from rest_framework.decorators import action
+from rest_framework.decorators import action, api_view, parser_classes, permission_classes
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from bench.pagination import BeforeOrOffsetPagination
 from bench.schema import errors
 from task_bank.models import Task
 
+from .imports import TraceImportError, trace_import
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import NoSuchRun, queue_position, runs_list, runs_page
@@ -29,7 +35,7 @@ class RunSerializer(serializers.ModelSerializer):
             "status", "failure_kind", "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps",
             "max_time_s", "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
             "peak_memory_mb", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at", "started_at",
-            "finished_at", "queue_position",
+            "finished_at", "queue_position", "origin",
         ]  # fmt: skip
 
     def get_queue_position(self, run: Run) -> int | None:
@@ -169,3 +175,60 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         run = self.get_object()
         page = self.paginate_queryset(Step.objects.filter(run=run).order_by("index"))
         return self.get_paginated_response(StepSerializer(page, many=True).data)
+
+
+class TraceUploadSerializer(serializers.Serializer):
+    log = serializers.FileField(
+        help_text="An MLAgentBench log as a zip: env_log/trace.json, env_log/traces/step_N_files/, "
+        "step_final_files/, overall_time.txt (what export_trace writes, or MLAgentBench's own log folder zipped)."
+    )
+    task = serializers.SlugField(
+        required=False,
+        max_length=63,
+        help_text="The task's slug; default: the one the log names or whose research problem it has.",
+    )
+    agent = serializers.RegexField(
+        r"^[a-z0-9][a-z0-9_-]{0,99}(@[^\s/]{1,40})?$",
+        required=False,
+        help_text="name or name@version: an agent you own, or a new name (made yours); staff may name any agent.",
+    )
+    model = serializers.CharField(required=False, max_length=200, allow_blank=True)
+
+
+@extend_schema(
+    request={"multipart/form-data": TraceUploadSerializer},
+    responses={201: RunSerializer, **errors(403)},
+)
+@api_view(["POST"])
+@permission_classes([permissions.IsAuthenticated])
+@parser_classes([MultiPartParser])
+def trace_import_api(request):
+    """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
+    as the log says, its final workspace scored here (within the request). Rankings leave it out unless asked
+    (`?origin=all`). A bad log is a 400 naming the problem, and nothing is written."""
+    upload = TraceUploadSerializer(data=request.data)
+    upload.is_valid(raise_exception=True)
+    data = upload.validated_data
+    log = data["log"]
+    if log.size > settings.BENCH_TASK_MAX_BYTES:
+        raise serializers.ValidationError(
+            {"log": [f"the upload is {log.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} are allowed"]}
+        )
+    fd, name = tempfile.mkstemp(prefix="trace-upload-", suffix=".zip")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in log.chunks():
+                out.write(chunk)
+        run = trace_import(
+            source=Path(name),
+            task_slug=data.get("task"),
+            agent_name=data.get("agent"),
+            model=data.get("model"),
+            owner=request.user,
+            only_own_agents=not request.user.is_staff,
+        )
+    except TraceImportError as exc:
+        raise serializers.ValidationError({"log": [str(exc)]}) from None
+    finally:
+        Path(name).unlink(missing_ok=True)
+    return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -85,7 +85,9 @@ def evaluate(
     """Score a snapshot: restore it to a scratch folder (made in ``scratch_in``, by default the runs folder, named
     ``scratch_prefix``...) and run get_score on it next to the hidden scripts (after running the starter script
     afresh, for a timed task's ``rerun``)."""
-    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix, dir=scratch_in or settings.BENCH_RUNS_DIR))
+    parent = Path(scratch_in or settings.BENCH_RUNS_DIR)
+    parent.mkdir(parents=True, exist_ok=True)  # an import scores before any run has made the runs folder
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix, dir=parent))
     read_end = write_end = None
     try:
         env_dir = scratch / "env"

@@ -22,6 +22,7 @@ class Agent(models.Model):
     class Kind(models.TextChoices):
         BUILTIN = "builtin", "Built-in"
         PACKAGE = "package", "Uploaded package"
+        EXTERNAL = "external", "External (imported runs only)"
 
     class Visibility(models.TextChoices):
         PUBLIC = "public", "Public"
@@ -131,6 +132,10 @@ class Run(models.Model):
         BENCHMARK = "benchmark", "Benchmark"
         VALIDATION = "validation", "Task validation"
 
+    class Origin(models.TextChoices):
+        EXECUTED = "executed", "Verified (executed here)"
+        IMPORTED = "imported", "Self-reported (imported log)"
+
     #: A worker holds the run (and sends heartbeats): what the reaper watches.
     ON_WORKER = (Status.PREPARING, Status.RUNNING, Status.EVALUATING)
     #: Not ended yet: waiting for a worker or on one.
@@ -146,6 +151,8 @@ class Run(models.Model):
     #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step, token or
     #: cost limit, or timed out). Every failure names its kind; one that did not would count against the agent.
     COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind=FailureKind.INFRASTRUCTURE)
+    #: Executed and scored by the platform: what rankings count unless asked to include self-reported runs.
+    VERIFIED = models.Q(origin=Origin.EXECUTED)
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")
@@ -161,6 +168,13 @@ class Run(models.Model):
         max_length=200, blank=True, help_text="Model of Edit Script (AI); empty: the fast model, else the run's model."
     )
     purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.BENCHMARK)
+    origin = models.CharField(
+        max_length=16,
+        choices=Origin.choices,
+        default=Origin.EXECUTED,
+        help_text="Executed by the platform (verified), or imported from a log made elsewhere (self-reported: its "
+        "steps are as the log says; only the final workspace was scored here).",
+    )
     sandbox = models.CharField(max_length=16, blank=True)
 
     max_steps = models.PositiveIntegerField(default=50)
@@ -260,6 +274,10 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def is_self_reported(self) -> bool:
+        return self.origin == self.Origin.IMPORTED
 
     @property
     def eval_error_summary(self) -> str:

@@ -52,6 +52,11 @@ RANKINGS = {
 }
 
 
+#: The ``origin`` filter of the runs list: runs the platform executed (what rankings count by default) or runs
+#: imported from logs made elsewhere.
+ORIGINS = {"verified": Run.VERIFIED, "self-reported": ~Run.VERIFIED}
+
+
 def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Annotate ``queue_position``: for a queued run, its place in the queue of all queued runs (1 starts next,
     whoever may see the runs ahead); None for any other run."""
@@ -85,11 +90,12 @@ def runs_list(
     ranking: str | None = None,
     current: bool = False,
     category: str | None = None,
+    origin: str | None = None,
 ) -> QuerySet[Run]:
     """The runs ``viewer`` may see, newest first (``Run.LIST_ORDER``), filtered by status, task slug, agent name,
     agent ``version``, ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs
-    a leaderboard count stands for), ``current`` (only runs of their task's current version) and the task's
-    ``category``."""
+    a leaderboard count stands for), ``current`` (only runs of their task's current version), the task's
+    ``category`` and the run's ``origin`` (a key of ORIGINS)."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by(*Run.LIST_ORDER)
     qs = with_queue_position(qs)
     if status:
@@ -108,6 +114,8 @@ def runs_list(
         qs = qs.filter(task_version=F("task__current_version"))
     if category:
         qs = qs.filter(task__category=category)
+    if origin:
+        qs = qs.filter(ORIGINS[origin])
     return qs
 
 
@@ -339,7 +347,9 @@ def step_llm_calls(*, step: Step) -> QuerySet[LLMCall]:
 
 def run_trace_json(*, run: Run) -> dict:
     """The run's trace in MLAgentBench's trace.json shape (steps, low_level_steps, action_infos,
-    task_description), with each step's agent entries added under "entries"."""
+    task_description), with each step's agent entries added under "entries" (which MLAgentBench's reader
+    ignores). A step's timestamp is when it ended, as MLAgentBench records it; a low-level step's is its own when
+    it was imported with one, else its step's."""
     steps, low_level = [], []
     for step in run_steps(run=run):
         timestamp = (step.started_at.timestamp() + step.duration_s) if step.started_at else None
@@ -356,7 +366,7 @@ def run_trace_json(*, run: Run) -> dict:
                 {
                     "action": {"name": low.get("action"), "args": low.get("input", {})},
                     "observation": low.get("observation", ""),
-                    "timestamp": timestamp,
+                    "timestamp": low.get("timestamp", timestamp),
                 }
             )
     return {

@@ -92,6 +92,10 @@ def run_settings_check(
 ) -> str:
     """Check the limits and the models of new runs of ``agent``; the model they use (a built-in agent's default
     when none is given: an uploaded package's default_model names no model for the platform to pay for)."""
+    if agent.kind == Agent.Kind.EXTERNAL:
+        raise RunRequestError(
+            f"agent {agent} has no code here: it only names the agent of runs imported from logs made elsewhere"
+        )
     try:
         limits.check()
     except ValueError as exc:

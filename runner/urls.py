@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:pk>/steps/", views.run_steps_view, name="run_steps"),
     path("runs/<int:pk>/poll/", views.run_poll_view, name="run_poll"),
     path("runs/<int:pk>/trace.json", views.run_trace_json_view, name="run_trace_json"),
+    path("runs/<int:pk>/log.zip", views.run_log_zip_view, name="run_log_zip"),
     path("runs/<int:pk>/cancel/", views.run_cancel_view, name="run_cancel"),
     path("runs/<int:pk>/again/", views.run_again_view, name="run_again"),
     path("runs/<int:pk>/score-steps/", views.run_score_steps_view, name="run_score_steps"),

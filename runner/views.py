@@ -16,10 +16,12 @@ from django.views.decorators.http import require_POST
 
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure, scores_overlaid_figure
+from .exports import trace_export_file
 from .jobs import QueueUnreachable
 from .models import Run, Step
 from .selectors import (
     COMPARE_STEPS,
+    ORIGINS,
     RANKINGS,
     TRACE_PAGE_STEPS,
     CompareError,
@@ -85,7 +87,8 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     """The runs, newest first, a page at a time: ?before=N lists the runs older than run N, ?after=N the newer ones
     (keyset pages: as fast deep in the list as at its head)."""
     filters = {
-        key: request.GET.get(key) or None for key in ("status", "task", "agent", "version", "ranking", "category")
+        key: request.GET.get(key) or None
+        for key in ("status", "task", "agent", "version", "ranking", "category", "origin")
     }
     # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
     filters["model"] = request.GET.get("model")
@@ -96,6 +99,9 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     unknown_ranking = None
     if filters["ranking"] and filters["ranking"] not in RANKINGS:
         unknown_ranking, filters["ranking"] = filters["ranking"], None
+    unknown_origin = None
+    if filters["origin"] and filters["origin"] not in ORIGINS:
+        unknown_origin, filters["origin"] = filters["origin"], None
     before, after = (_run_id(request, key) for key in ("before", "after"))
     runs = runs_list(viewer=request.user, **filters)
     unknown_from = None
@@ -113,6 +119,8 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         "rankings": list(RANKINGS),
         "unknown_status": unknown_status,
         "unknown_ranking": unknown_ranking,
+        "origins": list(ORIGINS),
+        "unknown_origin": unknown_origin,
     }
     return render(request, "runner/run_list.html", context)
 
@@ -337,6 +345,16 @@ def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
     response = JsonResponse(run_trace_json(run=run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-trace.json"'
     return response
+
+
+def run_log_zip_view(request: HttpRequest, pk: int) -> FileResponse:
+    """The run as an MLAgentBench log zip (``exports.trace_export``), which MLAgentBench's tools and
+    ``import_trace`` read."""
+    run = _run_or_404(request, pk)
+    path = trace_export_file(run=run)
+    handle = open(path, "rb")  # noqa: SIM115 - closed by the response
+    path.unlink()  # the open handle keeps the file until the response is sent
+    return FileResponse(handle, as_attachment=True, filename=f"run-{run.pk}-log.zip", content_type="application/zip")
 
 
 def action_catalogue_view(request: HttpRequest) -> HttpResponse:

@@ -48,8 +48,12 @@ def shown_path(path: PurePosixPath) -> str:
     return repr(text[:80] + ("..." if len(text) > 80 else ""))
 
 
-def archive_extract(zip_path: Path, dest: Path) -> Path:
+TASK_EXPECTED = "a task folder with env/ and scripts/"
+
+
+def archive_extract(zip_path: Path, dest: Path, *, expected: str = TASK_EXPECTED) -> Path:
     """Extract a package zip into dest and return the package root (the zip's single top folder, if any).
+    ``expected`` says what the zip should hold, for the message when it holds nothing.
 
     Sizes are checked against the headers first and against the bytes actually decompressed while writing,
     so a zip bomb stops at the limit. On any error nothing is left behind in dest.
@@ -65,7 +69,7 @@ def archive_extract(zip_path: Path, dest: Path) -> Path:
         with archive:
             members = [(info, path) for info in archive.infolist() if (path := _check_member(info)) is not None]
             if not members:
-                raise TaskPackageError("the zip holds no files; expected a task folder with env/ and scripts/")
+                raise TaskPackageError(f"the zip holds no files; expected {expected}")
             if len(members) > max_files:
                 raise TaskPackageError(f"the zip holds {len(members)} files; at most {max_files} are allowed")
             declared = sum(info.file_size for info, _ in members)
@@ -141,8 +145,9 @@ def archive_create(root: Path, out: Path, *, prefix: str) -> int:
 class extracted:  # noqa: N801 - used as a context manager, reads like a function
     """``with extracted(zip_or_folder) as root:`` a package root, cleaned up afterwards."""
 
-    def __init__(self, source: Path, *, name: str | None = None) -> None:
+    def __init__(self, source: Path, *, name: str | None = None, expected: str = TASK_EXPECTED) -> None:
         self.source = Path(source)
+        self.expected = expected
         self.tmp: Path | None = None
         #: The name a slug is made from: the folder's, the zip's single top folder's, or the zip file's stem.
         self.name = name or self.source.name
@@ -155,7 +160,7 @@ class extracted:  # noqa: N801 - used as a context manager, reads like a functio
             raise TaskPackageError(f"{self.source} does not exist")
         self.tmp = Path(tempfile.mkdtemp(prefix="task-import-"))
         try:
-            root = archive_extract(self.source, self.tmp / "package")
+            root = archive_extract(self.source, self.tmp / "package", expected=self.expected)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)  # __exit__ does not run when __enter__ fails
             raise

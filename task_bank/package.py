@@ -262,7 +262,7 @@ def iter_files(root: Path):
         for name in dirnames:
             if os.path.islink(os.path.join(dirpath, name)):
                 rel = (Path(dirpath) / name).relative_to(root).as_posix()
-                raise TaskPackageError(f"{rel} is a link; a task package may hold only regular files and folders")
+                raise TaskPackageError(f"{rel} is a link; a package may hold only regular files and folders")
         for name in sorted(filenames):
             if name in IGNORED_NAMES or name.endswith(".pyc"):
                 continue
@@ -270,8 +270,7 @@ def iter_files(root: Path):
             if not stat.S_ISREG(os.lstat(path).st_mode):
                 kind = "a link" if path.is_symlink() else "not a regular file (a pipe, socket or device)"
                 raise TaskPackageError(
-                    f"{path.relative_to(root).as_posix()} is {kind}; a task package may hold only regular files "
-                    "and folders"
+                    f"{path.relative_to(root).as_posix()} is {kind}; a package may hold only regular files and folders"
                 )
             yield path.relative_to(root).as_posix(), path
 

@@ -22,9 +22,16 @@ def improvement(row: dict) -> str:
 
 
 @register.simple_tag
-def runs_url(row: dict, task: str = "", ranking: str = "counted", current: bool = True, category: str = "") -> str:
+def runs_url(
+    row: dict,
+    task: str = "",
+    ranking: str = "counted",
+    current: bool = True,
+    category: str = "",
+    self_reported: bool = False,
+) -> str:
     """The runs list filtered to the runs behind one of the row's counts (``links.runs_href``)."""
-    return runs_href(row, task=task, ranking=ranking, current=current, category=category)
+    return runs_href(row, task=task, ranking=ranking, current=current, category=category, self_reported=self_reported)
 
 
 @register.filter

@@ -1,0 +1,522 @@
+"""Runs made elsewhere, brought in: an MLAgentBench log folder (or its zip) becomes a self-reported run.
+
+The log is MLAgentBench's (``exports`` describes the layout): ``env_log/trace.json`` with the steps in order,
+``env_log/traces/step_<N>_files/`` (the workspace after step N, without the task's read-only files),
+``step_final_files/``, ``overall_time.txt`` and ``error.txt``; a log this platform exported also carries
+``mlab_bench.json``. The run gets every step in order (action, input, observation, when it ended, its low-level
+steps), the workspace after each step (the step's files over the task's read-only ones, stored as blobs once
+each), and the final workspace scored here with the task version's eval in the sandbox, as our own runs are.
+Its steps are as the log says: the run is marked self-reported (``Run.Origin.IMPORTED``) and rankings leave it
+out unless asked.
+
+Everything is read and checked before anything is written; a bad log gets one ``TraceImportError`` naming what
+is wrong, and no run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+
+from task_bank.archive import extracted
+from task_bank.models import Task, TaskVersion
+from task_bank.package import TaskPackageError, is_read_only, iter_files
+
+from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from .exports import ENV_LOG, ERROR_FILE, EXTRAS, EXTRAS_FORMAT, OVERALL_TIME, TRACE_FILE
+from .models import Agent, Run, Step
+from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
+from .sandbox import Limits
+from .sandboxes import get_sandbox
+from .snapshots import BlobStore, Manifest
+from .text import db_json, db_text
+
+EXPECTED = "an MLAgentBench log folder (env_log/trace.json, env_log/traces/step_N_files/)"
+STEP_DIR_RE = re.compile(r"^step_(\d+|final)_files$")
+AGENT_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+DEFAULT_AGENT = "mlagentbench-log"
+MAX_STEPS = 10_000
+#: How MLAgentBench's environment starts the observation of an action that failed.
+ERROR_OBSERVATIONS = ("EnvError:", "LLMError:", "Invalid action:")
+ERROR_LIMIT = 8000
+
+
+class TraceImportError(Exception):
+    """A log cannot be imported; the message says what is wrong and what is expected."""
+
+
+@dataclass
+class LoggedStep:
+    action: str
+    args: object
+    observation: str
+    timestamp: float
+    entries: dict = field(default_factory=dict)
+    low_level: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Log:
+    """An MLAgentBench log, read and checked: nothing of it is stored yet."""
+
+    env_log: Path
+    steps: list[LoggedStep]
+    task_description: str
+    step_dirs: dict[int, Path]
+    final_dir: Path | None
+    overall_time: float | None
+    error: str | None
+    extras: dict
+
+
+# -- reading the log -----------------------------------------------------------------------------------------------
+
+
+def _env_log(root: Path) -> Path:
+    """The folder holding trace.json: the log's env_log/, or the folder itself; through folders that hold only one
+    folder (a zip of MLAgentBench's logs/<task>/<run>/)."""
+    for _ in range(8):
+        for candidate in (root / ENV_LOG, root):
+            if (candidate / TRACE_FILE).is_file():
+                return candidate
+        inside = list(root.iterdir())
+        if len(inside) != 1 or not inside[0].is_dir():
+            break
+        root = inside[0]
+    raise TraceImportError(f"no {TRACE_FILE} found (looked in {ENV_LOG}/ and at the top); expected {EXPECTED}")
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _logged_step(raw: object, where: str) -> LoggedStep:
+    """One entry of trace.json's steps or low_level_steps: {action: {name, args}, observation, timestamp}."""
+    if not isinstance(raw, dict):
+        raise TraceImportError(f"trace.json: {where} is not an object; expected {{action, observation, timestamp}}")
+    action = raw.get("action")
+    if not isinstance(action, dict) or not isinstance(action.get("name"), str) or not action["name"]:
+        raise TraceImportError(f"trace.json: {where} has no action name; expected action: {{name, args}}")
+    observation = raw.get("observation", "")
+    if not isinstance(observation, str):
+        raise TraceImportError(f"trace.json: {where}'s observation is not a string")
+    timestamp = _number(raw.get("timestamp"))
+    if timestamp is None:
+        raise TraceImportError(f"trace.json: {where} has no timestamp (seconds since the epoch, a number)")
+    entries = raw.get("entries", {})
+    return LoggedStep(
+        action=action["name"][:100],
+        args=action.get("args", {}),
+        observation=observation,
+        timestamp=timestamp,
+        entries={str(k)[:100]: str(v) for k, v in entries.items()} if isinstance(entries, dict) else {},
+    )
+
+
+def _in_order(steps: list[LoggedStep], kind: str) -> None:
+    for i in range(1, len(steps)):
+        if steps[i].timestamp < steps[i - 1].timestamp:
+            raise TraceImportError(
+                f"trace.json: {kind} {i} is dated before {kind} {i - 1} ({steps[i].timestamp} < "
+                f"{steps[i - 1].timestamp}): the steps are out of order"
+            )
+
+
+def trace_parse(text: str) -> tuple[list[LoggedStep], str]:
+    """trace.json's steps (with their low-level steps, each given to the step it was taken in: the first step
+    that ended at or after it) and its task description."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceImportError(f"trace.json does not parse as JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        raise TraceImportError(
+            "trace.json has no list of steps; expected MLAgentBench's trace (steps, low_level_steps, action_infos, "
+            "task_description)"
+        )
+    if len(data["steps"]) > MAX_STEPS:
+        raise TraceImportError(f"trace.json has {len(data['steps'])} steps; at most {MAX_STEPS} are imported")
+    steps = [_logged_step(raw, f"step {i}") for i, raw in enumerate(data["steps"])]
+    _in_order(steps, "step")
+    low_raw = data.get("low_level_steps", [])
+    if not isinstance(low_raw, list):
+        raise TraceImportError("trace.json: low_level_steps is not a list")
+    low = [_logged_step(raw, f"low-level step {i}") for i, raw in enumerate(low_raw)]
+    _in_order(low, "low-level step")
+    owner = 0
+    for i, step in enumerate(low):
+        while owner < len(steps) and steps[owner].timestamp < step.timestamp:
+            owner += 1
+        if owner == len(steps):
+            raise TraceImportError(f"trace.json: low-level step {i} is dated after the last step")
+        low_step = {"action": step.action, "input": step.args, "observation": step.observation}
+        if step.timestamp != steps[owner].timestamp:  # a time of its own (an export without one gives its step's)
+            low_step["timestamp"] = step.timestamp
+        steps[owner].low_level.append(low_step)
+    description = data.get("task_description", "")
+    return steps, description if isinstance(description, str) else ""
+
+
+def _text_file(path: Path, limit: int = ERROR_LIMIT) -> str:
+    return path.read_bytes()[-limit:].decode("utf-8", errors="replace")
+
+
+def log_read(root: Path) -> Log:
+    """Read and check an unpacked log (``TraceImportError`` on anything wrong)."""
+    env_log = _env_log(root)
+    try:
+        text = (env_log / TRACE_FILE).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TraceImportError("trace.json is not UTF-8 text") from None
+    steps, description = trace_parse(text)
+    step_dirs: dict[int, Path] = {}
+    final_dir = None
+    traces = env_log / "traces"
+    if traces.is_dir():
+        for entry in sorted(traces.iterdir()):
+            match = STEP_DIR_RE.match(entry.name)
+            if not match or not entry.is_dir():
+                continue
+            if match[1] == "final":
+                final_dir = entry
+                continue
+            index = int(match[1])
+            if index >= len(steps):
+                raise TraceImportError(
+                    f"traces/{entry.name} belongs to no step: trace.json has {len(steps)} steps (0 to {len(steps) - 1})"
+                )
+            step_dirs[index] = entry
+    overall_time = None
+    if (env_log / OVERALL_TIME).is_file():
+        overall_time = _number(_float_or_none(_text_file(env_log / OVERALL_TIME, 100)))
+        if overall_time is None or overall_time < 0:
+            raise TraceImportError(f"{OVERALL_TIME} does not hold a number of seconds")
+    error = _text_file(env_log / ERROR_FILE) if (env_log / ERROR_FILE).is_file() else None
+    extras = {}
+    places = [env_log.parent / EXTRAS] if env_log != root else []  # never a file outside the log
+    for place in [*places, env_log / EXTRAS]:
+        if place.is_file():
+            try:
+                extras = json.loads(place.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise TraceImportError(f"{EXTRAS} does not parse as JSON: {exc}") from None
+            if not isinstance(extras, dict) or extras.get("format") != EXTRAS_FORMAT:
+                raise TraceImportError(f"{EXTRAS} is not this platform's run record (format {EXTRAS_FORMAT!r})")
+            break
+    return Log(env_log, steps, description, step_dirs, final_dir, overall_time, error, extras)
+
+
+def _float_or_none(text: str) -> float | None:
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+# -- what the run is of --------------------------------------------------------------------------------------------
+
+
+def _task_version(log: Log, task_slug: str | None) -> TaskVersion:
+    """The task version the log's run is of: ``task_slug`` (or the one the log names), else the task whose current
+    version has the log's research problem."""
+    slug = task_slug or log.extras.get("task")
+    tasks = Task.objects.select_related("current_version")
+    if slug:
+        task = tasks.filter(slug=slug).first()
+        if task is None:
+            known = ", ".join(tasks.order_by("slug").values_list("slug", flat=True)) or "none"
+            raise TraceImportError(f"no task {slug!r} in the bank; tasks: {known}")
+    else:
+        problem = log.task_description.strip()
+        matching = [
+            t for t in tasks.exclude(current_version=None) if t.current_version.research_problem.strip() == problem
+        ]
+        if len(matching) != 1:
+            raise TraceImportError(
+                "the log's research problem is not that of exactly one task in the bank: name the task (--task SLUG)"
+            )
+        task = matching[0]
+    if task.current_version is None:
+        raise TraceImportError(f"task {task.slug} has no files yet; import its package first")
+    number = log.extras.get("task_version") if not task_slug or task_slug == log.extras.get("task") else None
+    if isinstance(number, int) and number != task.current_version.number:
+        version = task.versions.filter(number=number).first()
+        if version is not None:
+            return version
+    return task.current_version
+
+
+def _agent_spec(log: Log, agent_name: str | None) -> tuple[str, str | None]:
+    """The agent's name and version (None: its newest, or "1" for a new one)."""
+    if agent_name:
+        name, _, version = agent_name.partition("@")
+    else:
+        name, version = log.extras.get("agent") or DEFAULT_AGENT, log.extras.get("agent_version")
+    if not isinstance(name, str) or not AGENT_NAME_RE.match(name):
+        raise TraceImportError(f"agent name {name!r}: use lowercase letters, digits, '-' and '_'")
+    return name, (str(version)[:40] if version else None)
+
+
+def _agent_check_owner(name: str, version: str | None, owner: AbstractBaseUser | None) -> None:
+    existing = Agent.objects.filter(name=name, **({"version": version} if version else {}))
+    if existing.exclude(owner=owner).exists() if owner is not None else existing.exists():
+        raise TraceImportError(
+            f"agent {name!r} is not yours: runs can be imported under an agent you own or a new name (--agent)"
+        )
+
+
+def _agent(name: str, version: str | None, owner: AbstractBaseUser | None) -> Agent:
+    """The agent of that name (and version, else its newest), or a new external one: it has no code here."""
+    agents = Agent.objects.filter(name=name, **({"version": version} if version else {}))
+    agent = agents.order_by("-created_at").first()
+    if agent is not None:
+        return agent
+    agent, _ = Agent.objects.get_or_create(
+        name=name,
+        version=version or "1",
+        defaults={
+            "kind": Agent.Kind.EXTERNAL,
+            "entrypoint": "",
+            "description": "Named by runs imported from logs made elsewhere; it has no code here.",
+            "owner": owner,
+        },
+    )
+    return agent
+
+
+# -- snapshots and the score ---------------------------------------------------------------------------------------
+
+
+def _folder_manifest(folder: Path, base: Manifest, store: BlobStore) -> Manifest:
+    """A step's files over ``base`` (the task's read-only files), each stored once. A read-only file stays the
+    task's whatever the log holds under its name: no run of ours can change one either."""
+    manifest = dict(base)
+    try:
+        for rel, path in iter_files(folder):
+            if rel in base:
+                continue
+            sha, size = store.put_file(path)
+            manifest[rel] = [sha, size]
+    except TaskPackageError as exc:
+        raise TraceImportError(f"{folder.name}/{exc}") from None
+    return manifest
+
+
+def _score(prepared: PreparedTask, manifest: Manifest) -> EvalResult:
+    """The final workspace's score with the task version's eval, in the sandbox; a timed task's measured paired
+    with its starting workspace, as our own runs' are."""
+    sandbox = get_sandbox()
+    version = prepared.version
+    if not version.timed:
+        return evaluate(prepared, manifest, sandbox=sandbox, scratch_prefix="eval-import-")
+    rerun = Rerun(
+        script=version.script_name,
+        outputs=tuple(version.script_outputs),
+        limits=Limits(memory_mb=int(version.resources.get("memory_mb", 4096))),
+        timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+    )
+    return evaluate_paired(
+        prepared,
+        manifest,
+        sandbox=sandbox,
+        rerun=rerun,
+        rounds=settings.BENCH_TIMED_ROUNDS,
+        scratch_prefix="eval-import-",
+    )
+
+
+def _ending(log: Log) -> dict:
+    """The status, failure kind and error: as this platform recorded them when it exported the log, else as
+    MLAgentBench's tables read a log (an error.txt, or no overall_time.txt, leaves the run out: an infrastructure
+    failure here)."""
+    status = log.extras.get("status")
+    if status in Run.TERMINAL:
+        kind = log.extras.get("failure_kind") or ""
+        return {
+            "status": status,
+            "failure_kind": kind if kind in Run.FailureKind.values else "",
+            "error": db_text(str(log.extras.get("error") or ""))[:ERROR_LIMIT],
+        }
+    if log.error is not None:
+        return {
+            "status": Run.Status.FAILED,
+            "failure_kind": Run.FailureKind.INFRASTRUCTURE,
+            "error": db_text(log.error),
+        }
+    if log.overall_time is None:
+        return {
+            "status": Run.Status.FAILED,
+            "failure_kind": Run.FailureKind.INFRASTRUCTURE,
+            "error": f"the log has no {OVERALL_TIME}: the run did not end",
+        }
+    return {"status": Run.Status.FINISHED, "failure_kind": "", "error": ""}
+
+
+# -- the import ----------------------------------------------------------------------------------------------------
+
+
+def trace_import(
+    *,
+    source: Path,
+    task_slug: str | None = None,
+    agent_name: str | None = None,
+    model: str | None = None,
+    owner: AbstractBaseUser | None = None,
+    only_own_agents: bool = False,
+) -> Run:
+    """Import an MLAgentBench log folder or zip as a self-reported run of ``task_slug`` (else the task the log
+    names or whose research problem it has) by ``agent_name`` ("name" or "name@version"; else the one the log
+    names, else ``DEFAULT_AGENT``; an agent not here yet is made, with no code, owned by ``owner``). With
+    ``only_own_agents`` (an upload by someone who is not staff) the agent must be ``owner``'s or a new one: nobody
+    files runs under another's agent. The final workspace is scored here. ``TraceImportError`` on a bad log, and
+    nothing written."""
+    try:
+        with extracted(Path(source), expected=EXPECTED) as root:
+            log = log_read(root)
+            version = _task_version(log, task_slug)
+            name, agent_version = _agent_spec(log, agent_name)
+            if only_own_agents:
+                _agent_check_owner(name, agent_version, owner)
+            try:
+                prepared = task_version_prepare(version)
+            except TaskPreparationError as exc:
+                raise TraceImportError(f"task {version} could not be prepared to score the run: {exc}") from exc
+            store = BlobStore()
+            read_only = {
+                p: entry for p, entry in prepared.env_manifest.items() if is_read_only(p, version.read_only_patterns)
+            }
+            snapshots, last = [], prepared.env_manifest_sha
+            manifests = {last: prepared.env_manifest}
+            for index in range(len(log.steps)):
+                if index in log.step_dirs:
+                    manifest = _folder_manifest(log.step_dirs[index], read_only, store)
+                    last = store.manifest_save(manifest)
+                    manifests[last] = manifest
+                snapshots.append(last)
+            if log.final_dir is not None:
+                manifest = _folder_manifest(log.final_dir, read_only, store)
+                last = store.manifest_save(manifest)
+                manifests[last] = manifest
+    except TaskPackageError as exc:
+        raise TraceImportError(str(exc)) from exc
+    result = _score(prepared, manifests[last])
+    return _run_record(
+        log=log,
+        version=version,
+        agent_spec=(name, agent_version),
+        model=model if model is not None else str(log.extras.get("model") or ""),
+        owner=owner,
+        snapshots=snapshots,
+        initial=prepared.env_manifest_sha,
+        final=last,
+        result=result,
+    )
+
+
+def _final_answer(step: LoggedStep | None) -> str:
+    """What the agent submitted, as our runs record it: the Final Answer's ``final_answer``."""
+    if step is None:
+        return ""
+    answer = step.args.get("final_answer", "") if isinstance(step.args, dict) else step.args
+    return str(answer)[:20_000]
+
+
+def _when(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+@transaction.atomic
+def _run_record(
+    *,
+    log: Log,
+    version: TaskVersion,
+    agent_spec: tuple[str, str | None],
+    model: str,
+    owner: AbstractBaseUser | None,
+    snapshots: list[str],
+    initial: str,
+    final: str,
+    result: EvalResult,
+) -> Run:
+    """The run and its steps, in one transaction."""
+    ending = _ending(log)
+    timing = {s.get("index"): s for s in log.extras.get("steps", []) if isinstance(s, dict)}
+    usage = log.extras.get("usage") if isinstance(log.extras.get("usage"), dict) else {}
+    first = log.steps[0].timestamp if log.steps else None
+    last = log.steps[-1].timestamp if log.steps else None
+    wall = log.overall_time if log.overall_time is not None else _number(usage.get("wall_seconds"))
+    if first is not None:
+        recorded = _number(timing.get(0, {}).get("started_at"))
+        start = recorded if recorded is not None else (last - wall if wall is not None else first)
+    else:
+        start = None
+    final_answer = next((s for s in reversed(log.steps) if s.action == "Final Answer"), None)
+    baseline = result.paired_baseline
+    run = Run.objects.create(
+        task=version.task,
+        task_version=version,
+        agent=_agent(*agent_spec, owner),
+        model=model[:200],
+        origin=Run.Origin.IMPORTED,
+        purpose=Run.Purpose.BENCHMARK,
+        max_steps=max(version.max_steps, len(log.steps)),
+        max_time_s=version.max_time_s,
+        attempt=1,
+        started_at=_when(start) if start is not None else None,
+        finished_at=_when(max(last, start + (wall or 0))) if start is not None else None,
+        wall_seconds=wall or 0,
+        steps_count=len(log.steps),
+        final_answer=db_text(_final_answer(final_answer)),
+        final_score=result.score,
+        paired_baseline=baseline,
+        eval_measurements=result.measurements,
+        eval_error=db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
+        if result.score is None
+        else "",
+        improvement=version.improvement_of(result.score, baseline=baseline),
+        succeeded=version.succeeded_with(result.score, baseline=baseline),
+        initial_snapshot=initial,
+        final_snapshot=final,
+        tokens_in=int(_number(usage.get("tokens_in")) or 0),
+        tokens_out=int(_number(usage.get("tokens_out")) or 0),
+        cost=_number(usage.get("cost")) or 0,
+        cpu_seconds=_number(usage.get("cpu_seconds")) or 0,
+        peak_memory_mb=_number(usage.get("peak_memory_mb")) or 0,
+        **ending,
+    )
+    steps, previous = [], start
+    for index, (logged, snapshot) in enumerate(zip(log.steps, snapshots, strict=True)):
+        recorded = timing.get(index, {})
+        began = _number(recorded.get("started_at"))
+        began = began if began is not None else previous
+        steps.append(
+            Step(
+                run=run,
+                index=index,
+                action=db_text(logged.action),
+                action_input=db_json(logged.args),
+                entries=db_json(logged.entries),
+                observation=db_text(logged.observation),
+                is_error=bool(recorded.get("is_error", logged.observation.startswith(ERROR_OBSERVATIONS))),
+                started_at=_when(began),
+                duration_s=max(logged.timestamp - began, 0.0),
+                tokens_in=int(_number(recorded.get("tokens_in")) or 0),
+                tokens_out=int(_number(recorded.get("tokens_out")) or 0),
+                cost=_number(recorded.get("cost")) or 0,
+                snapshot=snapshot,
+                low_level=db_json(logged.low_level),
+            )
+        )
+        previous = logged.timestamp
+    Step.objects.bulk_create(steps)
+    return run

@@ -1,0 +1,43 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runner.imports import TraceImportError, trace_import
+
+
+class Command(BaseCommand):
+    help = (
+        "Import a run made elsewhere from its MLAgentBench log (a folder or zip with env_log/trace.json and "
+        "env_log/traces/step_N_files/) as a self-reported run; its final workspace is scored here."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("path")
+        parser.add_argument(
+            "--task",
+            metavar="SLUG",
+            help="the task of the bank the run is of (default: the one "
+            "the log names, or whose research problem it has)",
+        )
+        parser.add_argument(
+            "--agent",
+            metavar="NAME[@VERSION]",
+            help="the agent that made the run (default: the "
+            "one the log names, else mlagentbench-log; an agent not here yet is added, with no code)",
+        )
+        parser.add_argument("--model", help="the model the run used (default: the one the log names, else none)")
+
+    def handle(self, *args, **opts) -> None:
+        try:
+            run = trace_import(
+                source=Path(opts["path"]), task_slug=opts["task"], agent_name=opts["agent"], model=opts["model"]
+            )
+        except TraceImportError as exc:
+            raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
+        score = "no score" if run.final_score is None else f"final score {run.final_score:.6g}"
+        if run.final_score is None and run.eval_error:
+            score += f" ({run.eval_error_summary})"
+        self.stdout.write(
+            f"run {run.pk}: {run.steps_count} steps of {run.agent} on {run.task.slug} v{run.task_version.number}, "
+            f"{run.status}, {score}; self-reported (left out of rankings unless ?origin=all)"
+        )

@@ -1,0 +1,60 @@
+"""POST /api/v1/traces/: a signed-in user imports an MLAgentBench log as a self-reported run of their own agent."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from runner.models import Agent, Run
+
+from ..factories import AgentFactory
+from .test_trace_import import write_log, zip_folder
+
+URL = "/api/v1/traces/"
+
+
+@pytest.fixture
+def log_zip(tmp_path) -> bytes:
+    return zip_folder(write_log(tmp_path / "run-a"), tmp_path / "run-a.zip").read_bytes()
+
+
+def upload(client, data: bytes, **fields):
+    return client.post(URL, {"log": SimpleUploadedFile("run.zip", data, "application/zip"), **fields})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_signed_in_user_imports_a_log_under_a_new_agent_of_their_own(tiny_task, log_zip, client, people):
+    client.force_login(people["stranger"])
+
+    response = upload(client, log_zip, task="tiny", agent="my-agent", model="gpt-x")
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["origin"], body["agent"], body["steps_count"], body["final_score"]) == ("imported", "my-agent", 3, 7.0)
+    agent = Agent.objects.get(name="my-agent")
+    assert agent.owner == people["stranger"] and agent.kind == Agent.Kind.EXTERNAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nobody_files_runs_under_an_agent_that_is_not_theirs_but_staff(tiny_task, log_zip, client, people):
+    AgentFactory(name="research", owner=None)
+    client.force_login(people["stranger"])
+
+    response = upload(client, log_zip, task="tiny", agent="research")
+
+    assert response.status_code == 400 and "is not yours" in response.json()["log"][0]
+    assert not Run.objects.exists()
+    client.force_login(people["staff"])
+    assert upload(client, log_zip, task="tiny", agent="research").status_code == 201
+
+
+@pytest.mark.django_db
+def test_anonymous_uploads_and_bad_logs_are_refused_and_write_nothing(tiny_task, client, people):
+    assert upload(client, b"PK not really").status_code == 403
+    client.force_login(people["stranger"])
+
+    response = upload(client, b"not a zip at all", task="tiny")
+
+    assert response.status_code == 400 and "not a zip file" in response.json()["log"][0]
+    assert upload(client, b"", task="tiny").status_code == 400  # an empty file
+    assert not Run.objects.exists()
