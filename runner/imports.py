@@ -34,6 +34,7 @@ from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from .exports import ENV_LOG, ERROR_FILE, EXTRAS, EXTRAS_FORMAT, OVERALL_TIME, TRACE_FILE
 from .models import Agent, Run, Step
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
+from .review import tags_auto
 from .sandbox import Limits
 from .sandboxes import get_sandbox
 from .snapshots import BlobStore, Manifest
@@ -519,4 +520,5 @@ def _run_record(
         )
         previous = logged.timestamp
     Step.objects.bulk_create(steps)
+    tags_auto(run)
     return run

@@ -359,6 +359,54 @@ class LLMCall(models.Model):
         return f"{self.run_id}#{self.step_index} {self.model}"
 
 
+class ReviewTag(models.Model):
+    """A failure mode seen in a run or one of its steps: set by a reviewer (with a comment), or automatically
+    where the trace itself shows it (``author`` empty; ``runner/review.py`` writes those when a run ends)."""
+
+    class Kind(models.TextChoices):
+        HALLUCINATED = "hallucinated", "Hallucinated result"
+        BAD_PLAN = "bad_plan", "Bad plan"
+        DEBUGGING_LOOP = "debugging_loop", "Debugging loop"
+        GAVE_UP = "gave_up", "Gave up early"
+        ENVIRONMENT = "environment", "Environment error"
+        OTHER = "other", "Other"
+        SCRIPT_CRASHED = "script_crashed", "Script crashed"
+        OUT_OF_MEMORY = "out_of_memory", "Out of memory"
+        MALFORMED_RESPONSE = "malformed_response", "Malformed agent response"
+        PROMPT_TOO_LONG = "prompt_too_long", "Prompt too long"
+        LIMIT_REACHED = "limit_reached", "Limit reached"
+        REPEATED_ACTION = "repeated_action", "Repeated identical action"
+
+    #: What reviewers choose from; the others are only ever set from the trace.
+    REVIEWED = (
+        Kind.HALLUCINATED, Kind.BAD_PLAN, Kind.DEBUGGING_LOOP, Kind.GAVE_UP, Kind.ENVIRONMENT, Kind.OTHER,
+    )  # fmt: skip
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="review_tags")
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.CASCADE, related_name="review_tags")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, help_text="Empty: automatic."
+    )
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [
+            models.Index(fields=["run", "kind"], name="reviewtag_run_kind"),
+            models.Index(fields=["kind", "run"], name="reviewtag_kind_run"),
+        ]
+
+    def __str__(self) -> str:
+        where = f" step {self.step.index}" if self.step_id else ""
+        return f"{self.get_kind_display()} on run {self.run_id}{where}"
+
+    @property
+    def automatic(self) -> bool:
+        return self.author_id is None
+
+
 class ModelEndpoint(models.Model):
     """An OpenAI-compatible model endpoint. Runs name it by ``name``; the API key never enters the database:
     only the name of the environment variable that holds it."""

@@ -15,12 +15,12 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
 
 from .actions import ACTIONS
-from .models import Agent, LLMCall, Run, Step
+from .models import Agent, LLMCall, ReviewTag, Run, Step
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
@@ -91,11 +91,13 @@ def runs_list(
     current: bool = False,
     category: str | None = None,
     origin: str | None = None,
+    tag: str | None = None,
 ) -> QuerySet[Run]:
     """The runs ``viewer`` may see, newest first (``Run.LIST_ORDER``), filtered by status, task slug, agent name,
     agent ``version``, ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs
     a leaderboard count stands for), ``current`` (only runs of their task's current version), the task's
-    ``category`` and the run's ``origin`` (a key of ORIGINS)."""
+    ``category``, the run's ``origin`` (a key of ORIGINS) and a review ``tag`` kind the run or one of its steps
+    has."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by(*Run.LIST_ORDER)
     qs = with_queue_position(qs)
     if status:
@@ -116,6 +118,8 @@ def runs_list(
         qs = qs.filter(task__category=category)
     if origin:
         qs = qs.filter(ORIGINS[origin])
+    if tag:
+        qs = qs.filter(Exists(ReviewTag.objects.filter(run=OuterRef("pk"), kind=tag)))
     return qs
 
 
@@ -327,6 +331,18 @@ def runs_step_scores(*, runs: list[Run]) -> dict[int, list[dict]]:
     for row in rows.values("run_id", "index", "score"):
         scores[row["run_id"]].append({"index": row["index"], "score": row["score"]})
     return scores
+
+
+def run_review_tags(*, run: Run, indexes: list[int]) -> tuple[list[ReviewTag], dict[int, list[ReviewTag]]]:
+    """The run's own review tags, and those of its steps at ``indexes`` (by index). One query."""
+    tags = ReviewTag.objects.filter(Q(step__isnull=True) | Q(step__index__in=indexes), run=run)
+    own, by_step = [], {}
+    for tag in tags.select_related("step", "author"):
+        if tag.step_id is None:
+            own.append(tag)
+        else:
+            by_step.setdefault(tag.step.index, []).append(tag)
+    return own, by_step
 
 
 def run_plan_before(*, run: Run, index: int) -> str | None:

@@ -10,7 +10,7 @@ from django.utils import timezone
 from task_bank.models import Task, TaskVersion
 
 from .jobs import run_enqueue, runs_enqueue, step_score_enqueue
-from .models import Agent, Batch, ModelEndpoint, Run, RunLimits, Step
+from .models import Agent, Batch, ModelEndpoint, ReviewTag, Run, RunLimits, Step
 
 NO_LIMITS = RunLimits()
 
@@ -246,3 +246,32 @@ def run_steps_score_queue(*, run: Run) -> int:
     for pk in jobs:
         step_score_enqueue(pk)
     return len(jobs)
+
+
+COMMENT_MAX = 2000
+
+
+def review_tag_add(
+    *, run: Run, kind: str, author: AbstractBaseUser, step_index: int | None = None, comment: str = ""
+) -> ReviewTag:
+    """A reviewer's tag on a run, or on one of its steps. RunRequestError names what was wrong."""
+    if kind not in ReviewTag.REVIEWED:
+        choices = ", ".join(str(k) for k in ReviewTag.REVIEWED)
+        raise RunRequestError(f"unknown failure mode {kind!r}; expected one of {choices}")
+    if len(comment) > COMMENT_MAX:
+        raise RunRequestError(f"the comment is {len(comment)} characters; at most {COMMENT_MAX}")
+    step = None
+    if step_index is not None:
+        step = Step.objects.filter(run=run, index=step_index).first()
+        if step is None:
+            raise RunRequestError(f"run {run.pk} has no step {step_index}")
+    return ReviewTag.objects.create(run=run, step=step, kind=kind, author=author, comment=comment.strip())
+
+
+def review_tag_remove(*, tag: ReviewTag, user: AbstractBaseUser) -> None:
+    """Remove a reviewer's tag: its author's or, for staff, anyone's; automatic tags stay (the trace shows them)."""
+    if tag.automatic:
+        raise RunRequestError("an automatic tag says what the trace shows; it cannot be removed")
+    if tag.author_id != user.pk and not user.is_staff:
+        raise RunRequestError("only its author or staff can remove a tag")
+    tag.delete()

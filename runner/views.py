@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.http import (
     FileResponse,
     Http404,
@@ -14,11 +15,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from bench.roles import is_reviewer
+
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure, scores_overlaid_figure
 from .exports import trace_export_file
 from .jobs import QueueUnreachable
-from .models import Run, Step
+from .models import ReviewTag, Run, Step
 from .selectors import (
     COMPARE_STEPS,
     ORIGINS,
@@ -30,6 +33,7 @@ from .selectors import (
     compared_steps,
     run_detail,
     run_plan_before,
+    run_review_tags,
     run_step_scores,
     run_steps_matching,
     run_steps_window,
@@ -41,7 +45,15 @@ from .selectors import (
     runs_step_scores,
     step_llm_calls,
 )
-from .services import RunRequestError, run_again, run_cancel, run_fork, run_steps_score_queue
+from .services import (
+    RunRequestError,
+    review_tag_add,
+    review_tag_remove,
+    run_again,
+    run_cancel,
+    run_fork,
+    run_steps_score_queue,
+)
 from .snapshots import BlobStore
 from .trace import (
     PLAN,
@@ -88,7 +100,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     (keyset pages: as fast deep in the list as at its head)."""
     filters = {
         key: request.GET.get(key) or None
-        for key in ("status", "task", "agent", "version", "ranking", "category", "origin")
+        for key in ("status", "task", "agent", "version", "ranking", "category", "origin", "tag")
     }
     # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
     filters["model"] = request.GET.get("model")
@@ -102,6 +114,9 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     unknown_origin = None
     if filters["origin"] and filters["origin"] not in ORIGINS:
         unknown_origin, filters["origin"] = filters["origin"], None
+    unknown_tag = None
+    if filters["tag"] and filters["tag"] not in ReviewTag.Kind.values:
+        unknown_tag, filters["tag"] = filters["tag"], None
     before, after = (_run_id(request, key) for key in ("before", "after"))
     runs = runs_list(viewer=request.user, **filters)
     unknown_from = None
@@ -121,6 +136,8 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         "unknown_ranking": unknown_ranking,
         "origins": list(ORIGINS),
         "unknown_origin": unknown_origin,
+        "tags": ReviewTag.Kind.choices,
+        "unknown_tag": unknown_tag,
     }
     return render(request, "runner/run_list.html", context)
 
@@ -150,6 +167,10 @@ def _matching_context(run: Run, steps: list[Step], predecessors: dict[int, Step]
     return {"run": run, "steps": items, "earlier_before": earlier_before, "page_steps": TRACE_PAGE_STEPS}
 
 
+#: The failure modes a reviewer chooses from, as (value, label).
+TAG_KINDS = [(str(kind), kind.label) for kind in ReviewTag.REVIEWED]
+
+
 def _steps_context(run: Run, where: StepFilter, *, before: int | None = None, after: int | None = None) -> dict:
     """A page of the trace's steps (the last ones, those before ``before``, those after ``after``), all of them
     or those ``where`` picks, with what links to the next page need (``last_index``, the filter's query)."""
@@ -161,7 +182,11 @@ def _steps_context(run: Run, where: StepFilter, *, before: int | None = None, af
         steps, previous = run_steps_window(run=run, before=before, after=after)
         context = _trace_context(run, steps, previous)
         last = steps[-1].index if steps else after if after is not None else (previous.index if previous else -1)
-    return context | {"last_index": last, "where": where}
+    own_tags, step_tags = run_review_tags(run=run, indexes=[item["step"].index for item in context["steps"]])
+    for item in context["steps"]:
+        item["tags"] = step_tags.get(item["step"].index, [])
+    context["run_tags"] = own_tags
+    return context | {"last_index": last, "where": where, "tag_kinds": TAG_KINDS}
 
 
 def _score_chart(run: Run) -> dict | None:
@@ -181,6 +206,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     where = StepFilter.from_query(request.GET)
     context = _steps_context(run, where)
+    context["reviewer"] = is_reviewer(request.user)
     context["score_chart"] = _score_chart(run)
     context["actions"] = [spec.name for spec in ACTIONS]
     context["matching"] = where.apply(Step.objects.filter(run=run)).count() if where else None
@@ -194,6 +220,7 @@ def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     if before is None:
         return HttpResponseBadRequest("?before= needs a step index (a whole number)")
     context = _steps_context(run, StepFilter.from_query(request.GET), before=before)
+    context["reviewer"] = is_reviewer(request.user)
     return render(request, "runner/run_detail.html#earlier-page", context)
 
 
@@ -205,6 +232,7 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     if after is None:
         return HttpResponseBadRequest("?after= needs a step index (a whole number, -1 for none)")
     context = _steps_context(run, StepFilter.from_query(request.GET), after=after)
+    context["reviewer"] = is_reviewer(request.user)
     context["score_chart"] = _score_chart(run)
     response = render(request, "runner/run_detail.html#poll", context)
     if request.user.is_staff and not run.is_live:
@@ -423,3 +451,45 @@ def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
         return redirect("runner:run_detail", pk=exc.unsent[0])
     messages.success(request, f"Queued run {fork.pk}, starting from the workspace after step {index} of run {pk}.")
     return redirect("runner:run_detail", pk=fork.pk)
+
+
+def _reviewer_or_403(request: HttpRequest) -> None:
+    if not is_reviewer(request.user):
+        raise PermissionDenied("reviewers (and staff) tag runs and steps")
+
+
+@require_POST
+def run_tag_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """A reviewer tags the run, or one of its steps (``step``), with a failure mode and a comment."""
+    run = _run_or_404(request, pk)
+    _reviewer_or_403(request)
+    step = request.POST.get("step", "")
+    try:
+        if step and not (step.isdigit() and len(step) < 9):
+            raise RunRequestError(f"step {step!r} is not a step index")
+        review_tag_add(
+            run=run,
+            kind=request.POST.get("kind", ""),
+            author=request.user,
+            step_index=int(step) if step else None,
+            comment=request.POST.get("comment", ""),
+        )
+    except RunRequestError as exc:
+        messages.error(request, f"Not tagged: {exc}.")
+    else:
+        messages.success(request, f"Run {run.pk}{f' step {step}' if step else ''} tagged.")
+    return redirect(reverse("runner:run_detail", args=[run.pk]) + (f"#step-{step}" if step.isdigit() else ""))
+
+
+@require_POST
+def run_tag_remove_view(request: HttpRequest, pk: int, tag_pk: int) -> HttpResponse:
+    run = _run_or_404(request, pk)
+    _reviewer_or_403(request)
+    tag = ReviewTag.objects.filter(run=run, pk=tag_pk).select_related("step").first()
+    if tag is None:
+        raise Http404(f"run {run.pk} has no tag {tag_pk}")
+    try:
+        review_tag_remove(tag=tag, user=request.user)
+    except RunRequestError as exc:
+        messages.error(request, f"Not removed: {exc}.")
+    return redirect(reverse("runner:run_detail", args=[run.pk]) + (f"#step-{tag.step.index}" if tag.step_id else ""))

@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from runner.models import Run, Step
+from runner.models import ReviewTag, Run, Step
 from task_bank.models import Task, TaskVersion
 
 from .factories import RunFactory, package_write
@@ -29,6 +29,7 @@ def state() -> dict:
         "steps": sorted(Step.objects.values_list("pk", "run_id", "index", "score")),
         "tasks": sorted(Task.objects.values_list("pk", "slug", "is_enabled", "current_version_id")),
         "versions": sorted(TaskVersion.objects.values_list("pk", "status")),
+        "tags": sorted(ReviewTag.objects.values_list("pk", "run_id", "step_id", "kind", "comment")),
     }
 
 
@@ -131,6 +132,21 @@ def assert_exported(objects, before, after, jobs, response):
     assert before == after
 
 
+def review_refused(who, response) -> bool:
+    """Tags: a run the requester may not see is a 404 (it does not exist for them), one they may see a 403."""
+    return response.status_code in (403, 404)
+
+
+def assert_tagged(objects, before, after, jobs, response):
+    tag = ReviewTag.objects.exclude(pk=objects["tag"].pk).select_related("step").get()
+    assert (tag.run_id, tag.step.index, tag.kind, tag.comment) == (objects["finished"].pk, 1, "bad_plan", "why")
+    assert response.url.endswith("#step-1")
+
+
+def assert_untagged(objects, before, after, jobs, response):
+    assert not ReviewTag.objects.filter(pk=objects["tag"].pk).exists()
+
+
 def admin_action(changelist: str, action: str, key: str) -> Callable:
     def send(client, objects):
         return client.post(reverse(changelist), {"action": action, "_selected_action": [objects[key].pk]})
@@ -157,6 +173,18 @@ CASES = {
         lambda c, o: c.post(reverse("runner:run_score_steps", args=[o["finished"].pk])),
         page_refused,
         assert_scoring_queued,
+    ),
+    "page: tag a step": Case(
+        lambda c, o: c.post(
+            reverse("runner:run_tag", args=[o["finished"].pk]), {"kind": "bad_plan", "step": "1", "comment": "why"}
+        ),
+        review_refused,
+        assert_tagged,
+    ),
+    "page: remove a tag": Case(
+        lambda c, o: c.post(reverse("runner:run_tag_remove", args=[o["finished"].pk, o["tag"].pk])),
+        review_refused,
+        assert_untagged,
     ),
     "api: start runs": Case(
         lambda c, o: c.post(
@@ -216,7 +244,9 @@ def objects(tmp_path, tiny_task, private_agent, people) -> dict:
     Task.objects.filter(pk=retired.task_id).update(is_enabled=False)
     # Staff curate: they hold the admin's permissions on runs and tasks (Django's admin asks for them).
     people["staff"].user_permissions.set(Permission.objects.filter(content_type__app_label__in=["runner", "task_bank"]))
+    reviewer = people["staff"].__class__.objects.create_user("another-reviewer", password="x", is_staff=True)
     return {
+        "tag": ReviewTag.objects.create(run=finished, kind="gave_up", author=reviewer),
         "finished": finished,
         "queued": queued,
         "task": tiny_task.task,

@@ -34,6 +34,8 @@ UNDO_EDIT_SCRIPT = "Undo Edit Script"
 EXECUTE_SCRIPT = "Execute Script"
 PYTHON_REPL = "Python REPL"
 FINAL_ANSWER = "Final Answer"
+# Not an action: the step recorded for a line from the agent that is not a message of the protocol.
+INVALID_MESSAGE = "Invalid Message"
 UNDERSTAND_FILE = "Understand File"
 APPEND_SUMMARY_TO_RESEARCH_LOG = "Append Summary to Research Log"
 INSPECT_SCRIPT_LINES = "Inspect Script Lines"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..actions import ActionOutcome, catalogue_for_agent
+from ..actions.catalogue import INVALID_MESSAGE
 from ..agents import AGENTS_DIR
 from ..llm import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 MAX_BAD_MESSAGES = 10
 FINAL_ANSWER_GRACE_S = 10.0
-INVALID_MESSAGE = "Invalid Message"
 
 
 class Conversation:

@@ -21,6 +21,7 @@ from ..actions import ActionOutcome
 from ..evaluation import EvalResult
 from ..models import LLMCall, Run, Step
 from ..protocol import AgentChannel
+from ..review import tags_auto
 from ..snapshots import BlobStore
 from ..text import db_json, db_text
 from .endings import Ending
@@ -139,6 +140,10 @@ def _finish(
                 succeeded=succeeded,
                 **({"improved_any_step": True} if succeeded else {}),
             )
+    try:  # what the trace itself shows went wrong, for reviewers and the leaderboard's tag counts
+        tags_auto(Run.objects.get(pk=run.pk))
+    except Exception:  # the run is recorded; its tags can be written again by manage.py tag_runs
+        log.exception("run %s: automatic review tags not written", run.pk)
     log.info("run %s ended %s (score %s)", run.pk, ending.status, result and result.score)
 
 

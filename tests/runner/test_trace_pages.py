@@ -70,8 +70,9 @@ def test_the_page_costs_the_same_queries_for_500_steps_as_for_60(client, tiny_ta
         with CaptureQueriesContext(connection) as queries:
             client.get(reverse("runner:run_detail", args=[run.pk]))
         counts.append(len(queries))
-    # The run, its last steps, the chart's scored steps (the agent writes no plan, so none is looked up).
-    assert counts == [3, 3]
+    # The run, its last steps, the chart's scored steps, the review tags of the run and of the steps shown (the
+    # agent writes no plan, so none is looked up).
+    assert counts == [4, 4]
 
 
 def test_the_poll_sends_only_the_steps_after_the_last_one_shown(client, tiny_task):
