@@ -4,6 +4,12 @@ A blob is a file stored once under its sha256. A snapshot is a manifest ``{path:
 stored as a blob, so a step that changed nothing points at the same manifest as the step before it and a
 file that did not change costs nothing. Blobs are read-only; workspaces may hard-link read-only files to
 them, so large task data is referenced, never copied per run.
+
+A run's step snapshots are stored as deltas against a base, the task version's full manifest (the run's
+initial snapshot): ``{"": {"base": sha, "removed": [path, ...]}, path: [sha256, size], ...}``, the entries
+that differ from the base and the base's paths that are gone. The empty key cannot be a file's path, so a
+full manifest (every snapshot stored before deltas) is told apart and loads as it is. ``manifest_load``
+gives the full effective manifest of either; nothing else reads the stored form.
 """
 
 from __future__ import annotations
@@ -12,8 +18,11 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,11 +121,56 @@ class BlobStore:
     def read_bytes(self, sha: str) -> bytes:
         return self.path(sha).read_bytes()
 
-    def manifest_save(self, manifest: Manifest) -> str:
-        return self.put_bytes(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
+    def manifest_save(self, manifest: Manifest, *, base_sha: str = "", base: Manifest | None = None) -> str:
+        """Store a manifest; with a base (a full manifest and its sha), only what differs from it. A manifest
+        equal to its base is the base's sha."""
+        if not base_sha:
+            return self.put_bytes(_manifest_json(manifest))
+        if base is None:
+            base = self.manifest_load(base_sha)
+        delta: dict = {path: entry for path, entry in manifest.items() if base.get(path) != entry}
+        removed = sorted(path for path in base if path not in manifest)
+        if not delta and not removed:
+            return base_sha
+        delta[DELTA_KEY] = {"base": base_sha, "removed": removed}
+        return self.put_bytes(_manifest_json(delta))
 
     def manifest_load(self, sha: str) -> Manifest:
-        return json.loads(self.read_bytes(sha))
+        """The full effective manifest of a snapshot, stored whole or as a delta against its base."""
+        manifest = json.loads(self.read_bytes(sha))
+        header = manifest.pop(DELTA_KEY, None)
+        if header is None:
+            return manifest
+        full = self.manifest_load(header["base"])
+        for path in header["removed"]:
+            full.pop(path, None)
+        full.update(manifest)
+        return full
+
+
+DELTA_KEY = ""  # no file's path: the header of a manifest stored as a delta
+
+
+def _manifest_json(manifest: dict) -> bytes:
+    return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+
+
+RACY_NS = 100_000_000  # a folder changed this close to its listing is listed again (timestamps lag a clock tick)
+
+
+@dataclass
+class _Listing:
+    """A folder's entries as read once, and the folder's stat key then: while the key is the same, so are
+    the entries (any entry created, removed or renamed in a folder sets its ctime, which no process can put
+    back), provided the folder's ctime was already older than the listing by more than a clock tick."""
+
+    key: tuple[int, int, int, int]  # device, inode, mtime_ns, ctime_ns
+    listed_at: int  # time.time_ns() before the folder was read
+    folders: list[str]
+    files: list[str]
+
+    def still_true(self, key: tuple[int, int, int, int]) -> bool:
+        return key == self.key and key[3] < self.listed_at - RACY_NS
 
 
 @dataclass
@@ -125,15 +179,27 @@ class Snapshotter:
     content where sandboxed code could have written: it can rewrite a file with the same size and put its mtime
     back. So every file is read and hashed at every snapshot (bounded chunks, holes not read), except the
     ``protected`` ones (the task's read-only files, which the sandbox cannot write) whose key has not changed;
-    nothing is stored again unless its content changed."""
+    nothing is stored again unless its content changed. A protected file in a folder whose entries have not
+    changed since the last snapshot (``_Listing``) is not even looked at: a workspace of many read-only files
+    costs a stat of each folder, not of each file.
+
+    With a base (``deltas_from``), each snapshot is stored as what differs from it."""
 
     workspace: Path
     store: BlobStore
     protected: frozenset[str] = frozenset()
+    base_sha: str = ""
+    base: Manifest | None = None
     _known: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
+    _listings: dict[str, _Listing] = field(default_factory=dict)
 
     def remember(self, rel: str, sha: str) -> None:
         self._known[rel] = (fs.stat_key(os.stat(self.workspace / rel)), sha)
+
+    def deltas_from(self, sha: str, manifest: Manifest) -> None:
+        """Store every snapshot as a delta against this full manifest (the task version's, the run's initial
+        snapshot), so a step costs what it changed, not what the workspace holds."""
+        self.base_sha, self.base = sha, manifest
 
     def take(self, *, full: bool = True) -> tuple[str, Manifest]:
         """Regular files only (links, FIFOs and sockets are not part of a submission), read through
@@ -142,13 +208,16 @@ class Snapshotter:
         snapshot). ``full=False`` trusts every unchanged stat key: only for a snapshot after which no sandboxed
         code can have run since the last one (the environment says so: ``Environment.sandbox_may_have_written``)."""
         manifest: Manifest = {}
-        for entry in fs.walk_files(self.workspace, skip_dirs=SKIP_DIRS):
-            known = self._known.get(entry.rel)
-            if known and known[0] == entry.key and (entry.rel in self.protected or not full):
-                manifest[entry.rel] = [known[1], entry.size]
+        for rel, size, key in self._files():
+            known = self._known.get(rel)
+            if key is None:  # protected, in a folder unchanged since it was listed: the same file
+                manifest[rel] = [known[1], size]
+                continue
+            if known and known[0] == key and (rel in self.protected or not full):
+                manifest[rel] = [known[1], size]
                 continue
             try:
-                fd = fs.open_entry(self.workspace, entry.rel)
+                fd = fs.open_entry(self.workspace, rel)
             except (OSError, fs.UnsafePath):
                 continue  # gone or replaced by a link since it was listed
             key = fs.stat_key(os.fstat(fd))
@@ -160,15 +229,80 @@ class Snapshotter:
                     raise
                 if sha == known[1]:
                     os.close(fd)
-                    self._known[entry.rel] = (key, sha)
-                    manifest[entry.rel] = [sha, size]
+                    self._known[rel] = (key, sha)
+                    manifest[rel] = [sha, size]
                     continue
             sha, size = self.store.put_fd(fd)
-            self._known[entry.rel] = (key, sha)
-            manifest[entry.rel] = [sha, size]
-        for rel in set(self._known) - set(manifest):
-            del self._known[rel]
-        return self.store.manifest_save(manifest), manifest
+            self._known[rel] = (key, sha)
+            manifest[rel] = [sha, size]
+        if len(self._known) != len(manifest):
+            for rel in set(self._known) - set(manifest):
+                del self._known[rel]
+        return self.store.manifest_save(manifest, base_sha=self.base_sha, base=self.base), manifest
+
+    def _files(self) -> Iterator[tuple[str, int, tuple[int, int, int] | None]]:
+        """(path, size, stat key) of every regular file below the workspace, walked as ``fs.walk_files`` walks
+        (no link followed, the same limits); the key is None for a protected file already known in a folder
+        whose listing still holds, which is neither listed nor looked at again."""
+        listings: dict[str, _Listing] = {}
+        stack: list[tuple[int, str, int]] = [(os.open(self.workspace, fs.DIR_FLAGS), "", 0)]
+        count = 0
+        try:
+            while stack:
+                fd, prefix, depth = stack.pop()
+                try:
+                    now = time.time_ns()
+                    st = os.fstat(fd)
+                    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                    listing = self._listings.get(prefix)
+                    trusted = listing is not None and listing.still_true(key)
+                    if not trusted:
+                        listing = _folder_list(fd, key, now)
+                    listings[prefix] = listing
+                    for name in listing.folders:
+                        if depth + 1 >= fs.MAX_DEPTH:
+                            deep = fs.shown(prefix + name)[:200]
+                            raise fs.WalkLimitError(f"holds folders nested more than {fs.MAX_DEPTH} deep ({deep}/...)")
+                        try:
+                            child = os.open(name, fs.DIR_FLAGS, dir_fd=fd)
+                        except OSError:
+                            continue
+                        stack.append((child, f"{prefix}{name}/", depth + 1))
+                    count += len(listing.files)
+                    if count > fs.MAX_FILES:
+                        raise fs.WalkLimitError(f"holds more than {fs.MAX_FILES} files")
+                    for name in listing.files:
+                        rel = prefix + name
+                        if trusted and rel in self.protected and rel in self._known:
+                            yield rel, self._known[rel][0][1], None
+                            continue
+                        try:
+                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if stat.S_ISREG(st.st_mode):
+                            yield rel, st.st_size, fs.stat_key(st)
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _, _ in stack:
+                os.close(fd)
+        self._listings = listings
+
+
+def _folder_list(fd: int, key: tuple[int, int, int, int], now: int) -> _Listing:
+    folders, files = [], []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in SKIP_DIRS:
+                        folders.append(entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(entry.name)
+            except OSError:
+                continue
+    return _Listing(key, now, sorted(folders), sorted(files))
 
 
 def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: set[str] | None = None) -> Snapshotter:
