@@ -44,6 +44,11 @@ def apparent_bytes(root: Path) -> int:
     return total
 
 
+def stored_size(store, sha: str) -> int:
+    path = store.path(sha) if store.path(sha).exists() else store.packed_path(sha)
+    return path.stat().st_size
+
+
 def train_py(step: int) -> str:
     return f"EPOCHS = {step + 2}\n" + "x = 1\n" * 200
 
@@ -145,7 +150,7 @@ def run_scenario(name: str, steps: int, root: Path) -> dict:
     assert store.manifest_load(sha) == snapshotter.take()[1]
     return {
         "ours_bytes": apparent_bytes(store.root) - after_prepare,
-        "ours_manifest_bytes": sum(store.path(sha).stat().st_size for sha in manifests - {initial_sha}),
+        "ours_manifest_bytes": sum(stored_size(store, sha) for sha in manifests - {initial_sha}),
         "theirs_bytes": apparent_bytes(traces),
         "ours_ms": ours_s * 1000 / steps,
         "theirs_ms": theirs_s * 1000 / steps,

@@ -10,6 +10,11 @@ initial snapshot): ``{"": {"base": sha, "removed": [path, ...]}, path: [sha256, 
 that differ from the base and the base's paths that are gone. The empty key cannot be a file's path, so a
 full manifest (every snapshot stored before deltas) is told apart and loads as it is. ``manifest_load``
 gives the full effective manifest of either; nothing else reads the stored form.
+
+Content up to ``PACK_MAX`` bytes that zlib shrinks by a quarter or more (scripts, logs, manifests) is stored
+packed, ``<sha>.z``; everything else, and every blob a workspace hard-links (the task's read-only files), is
+stored as it is. ``read_bytes`` and ``copy_to`` read either; ``linkable`` gives a blob as it is, unpacking it
+first if it was only stored packed.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import stat
 import subprocess
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,24 +47,36 @@ class BlobStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, sha: str) -> Path:
+        """Where the blob is stored as it is (it may be stored packed instead: ``has``, ``linkable``)."""
         return self.root / sha[:2] / sha[2:]
 
-    def has(self, sha: str) -> bool:
-        return self.path(sha).exists()
+    def packed_path(self, sha: str) -> Path:
+        return self.root / sha[:2] / f"{sha[2:]}.z"
 
-    def _commit(self, tmp: Path, sha: str) -> None:
-        dest = self.path(sha)
+    def has(self, sha: str) -> bool:
+        return self.path(sha).exists() or self.packed_path(sha).exists()
+
+    def _commit(self, tmp: Path, sha: str, *, packed: bool = False) -> None:
+        dest = self.packed_path(sha) if packed else self.path(sha)
         dest.parent.mkdir(exist_ok=True)
         os.chmod(tmp, 0o444)
         os.replace(tmp, dest)
 
+    def _write(self, sha: str, data: bytes, *, packed: bool) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            self._commit(Path(tmp), sha, packed=packed)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
     def put_bytes(self, data: bytes) -> str:
         sha = hashlib.sha256(data).hexdigest()
         if not self.has(sha):
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            self._commit(Path(tmp), sha)
+            packed = _packed(data)
+            self._write(sha, data if packed is None else packed, packed=packed is not None)
         return sha
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
@@ -92,7 +110,7 @@ class BlobStore:
                 os.close(fd)
                 os.close(out)
             sha = digest.hexdigest()
-            if self.has(sha):
+            if self.path(sha).exists() or (not link and self.has(sha)):
                 os.unlink(tmp)
             elif link:
                 os.unlink(tmp)
@@ -101,6 +119,9 @@ class BlobStore:
                 except OSError:
                     shutil.copyfile(link_from, tmp)
                 self._commit(Path(tmp), sha)
+            elif size <= PACK_MAX and (packed := _packed(Path(tmp).read_bytes())) is not None:
+                os.unlink(tmp)
+                self._write(sha, packed, packed=True)
             else:
                 self._commit(Path(tmp), sha)
         except BaseException:
@@ -119,7 +140,27 @@ class BlobStore:
         return digest.hexdigest(), size
 
     def read_bytes(self, sha: str) -> bytes:
-        return self.path(sha).read_bytes()
+        try:
+            return self.path(sha).read_bytes()
+        except FileNotFoundError:
+            return zlib.decompress(self.packed_path(sha).read_bytes())
+
+    def linkable(self, sha: str) -> Path:
+        """The blob as it is, to hard-link: unpacked first if it was stored packed only."""
+        path = self.path(sha)
+        if not path.exists():
+            self._write(sha, zlib.decompress(self.packed_path(sha).read_bytes()), packed=False)
+        return path
+
+    def copy_to(self, sha: str, target: Path) -> None:
+        """Write the blob's content to a new file (not following a link there), a sparse blob staying sparse."""
+        if not self.path(sha).exists():
+            data = zlib.decompress(self.packed_path(sha).read_bytes())
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            return
+        _copy_sparse(self.path(sha), target)
 
     def manifest_save(self, manifest: Manifest, *, base_sha: str = "", base: Manifest | None = None) -> str:
         """Store a manifest; with a base (a full manifest and its sha), only what differs from it. A manifest
@@ -149,6 +190,14 @@ class BlobStore:
 
 
 DELTA_KEY = ""  # no file's path: the header of a manifest stored as a delta
+PACK_MAX = 1 << 20  # content this small is stored packed when zlib saves a quarter of it or more
+
+
+def _packed(data: bytes) -> bytes | None:
+    if len(data) > PACK_MAX or len(data) < 64:
+        return None
+    packed = zlib.compress(data, 6)
+    return packed if len(packed) <= len(data) * 3 // 4 else None
 
 
 def _manifest_json(manifest: dict) -> bytes:
@@ -168,6 +217,9 @@ class _Listing:
     listed_at: int  # time.time_ns() before the folder was read
     folders: list[str]
     files: list[str]
+    # Once trusted: the entries of its protected files already known, and the names of the others.
+    known: Manifest | None = None
+    others: list[str] = field(default_factory=list)
 
     def still_true(self, key: tuple[int, int, int, int]) -> bool:
         return key == self.key and key[3] < self.listed_at - RACY_NS
@@ -208,11 +260,12 @@ class Snapshotter:
         snapshot). ``full=False`` trusts every unchanged stat key: only for a snapshot after which no sandboxed
         code can have run since the last one (the environment says so: ``Environment.sandbox_may_have_written``)."""
         manifest: Manifest = {}
-        for rel, size, key in self._files():
-            known = self._known.get(rel)
-            if key is None:  # protected, in a folder unchanged since it was listed: the same file
-                manifest[rel] = [known[1], size]
+        for item in self._files():
+            if isinstance(item, dict):  # protected files in a folder unchanged since it was listed: the same files
+                manifest.update(item)
                 continue
+            rel, size, key = item
+            known = self._known.get(rel)
             if known and known[0] == key and (rel in self.protected or not full):
                 manifest[rel] = [known[1], size]
                 continue
@@ -240,10 +293,10 @@ class Snapshotter:
                 del self._known[rel]
         return self.store.manifest_save(manifest, base_sha=self.base_sha, base=self.base), manifest
 
-    def _files(self) -> Iterator[tuple[str, int, tuple[int, int, int] | None]]:
+    def _files(self) -> Iterator[tuple[str, int, tuple[int, int, int]] | Manifest]:
         """(path, size, stat key) of every regular file below the workspace, walked as ``fs.walk_files`` walks
-        (no link followed, the same limits); the key is None for a protected file already known in a folder
-        whose listing still holds, which is neither listed nor looked at again."""
+        (no link followed, the same limits); the protected files already known in a folder whose listing still
+        holds come as one manifest of them, neither listed nor looked at again."""
         listings: dict[str, _Listing] = {}
         stack: list[tuple[int, str, int]] = [(os.open(self.workspace, fs.DIR_FLAGS), "", 0)]
         count = 0
@@ -271,11 +324,14 @@ class Snapshotter:
                     count += len(listing.files)
                     if count > fs.MAX_FILES:
                         raise fs.WalkLimitError(f"holds more than {fs.MAX_FILES} files")
-                    for name in listing.files:
+                    names = listing.files
+                    if trusted:
+                        if listing.known is None:
+                            self._known_split(listing, prefix)
+                        yield listing.known
+                        names = listing.others
+                    for name in names:
                         rel = prefix + name
-                        if trusted and rel in self.protected and rel in self._known:
-                            yield rel, self._known[rel][0][1], None
-                            continue
                         try:
                             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                         except OSError:
@@ -288,6 +344,16 @@ class Snapshotter:
             for fd, _, _ in stack:
                 os.close(fd)
         self._listings = listings
+
+    def _known_split(self, listing: _Listing, prefix: str) -> None:
+        listing.known, listing.others = {}, []
+        for name in listing.files:
+            rel = prefix + name
+            known = self._known.get(rel) if rel in self.protected else None
+            if known is None:
+                listing.others.append(name)
+            else:
+                listing.known[rel] = [known[1], known[0][1]]
 
 
 def _folder_list(fd: int, key: tuple[int, int, int, int], now: int) -> _Listing:
@@ -319,15 +385,14 @@ def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: 
         if not target.resolve().is_relative_to(dest.resolve()):
             raise ValueError(f"manifest path {rel!r} leaves the workspace")
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = store.path(sha)
         if rel in link:
             try:
-                os.link(source, target)
+                os.link(store.linkable(sha), target)
             except OSError:
-                _copy_sparse(source, target)
+                store.copy_to(sha, target)
                 os.chmod(target, 0o444)
         else:
-            _copy_sparse(source, target)
+            store.copy_to(sha, target)
             os.chmod(target, 0o644)
         snapshotter.remember(rel, sha)
     return snapshotter
