@@ -4,15 +4,19 @@ workspace, and a resumed or forked run is laid out exactly as the step left it."
 import hashlib
 import json
 import os
+import shutil
 import textwrap
 import time
 
 import pytest
 
+from runner.actions import Environment
 from runner.execution import run_execute
 from runner.models import Run, Step
+from runner.sandboxes import get_sandbox
 from runner.services import run_create, run_fork
-from runner.snapshots import RACY_NS, BlobStore, Snapshotter, _Listing, manifest_restore
+from runner.snapshots import RACY_NS, BlobStore, Snapshotter, _Listing, manifest_restore, remove_tree
+from runner.workspaces import workspace_layout
 from task_bank.services import task_import
 
 from ..factories import TINY_FILES, AgentFactory, package_write
@@ -129,6 +133,47 @@ def test_a_folder_listed_within_a_clock_tick_of_its_last_change_is_listed_again(
     assert not _Listing(key, ctime + RACY_NS // 2, [], []).still_true(key)
     assert _Listing(key, ctime + RACY_NS + 1, [], []).still_true(key)
     assert not _Listing(key, ctime + RACY_NS + 1, [], []).still_true((1, 2, ctime, ctime + 1))
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0, reason="a root worker's bwrap sandbox")
+@pytest.mark.parametrize("filesystem", ["tmpfs", "none"])
+def test_a_file_sandboxed_code_plants_among_read_only_files_is_in_the_next_snapshot(tmp_path, filesystem):
+    store = BlobStore(tmp_path / "blobs")
+    read_only = many_files(tmp_path / "src", 300)
+    (tmp_path / "src" / "train.py").write_text("EPOCHS = 1\n")
+    initial = {rel: list(store.put_file(tmp_path / "src" / rel, link=rel in read_only)) for rel in read_only}
+    initial["train.py"] = list(store.put_file(tmp_path / "src" / "train.py"))
+    box = get_sandbox("bwrap")
+    workspace = tmp_path / "run" / "workspace-1"
+    snapshotter = workspace_layout(
+        initial, workspace, store, read_only=read_only, sandbox=box, filesystem=filesystem, limit_mb=20,
+        max_files=1_000,
+    )  # fmt: skip
+    snapshotter.deltas_from(store.manifest_save(initial), initial)
+    env = Environment(workspace=workspace, sandbox=box, python=box.python, read_only_files=sorted(read_only))
+    try:
+        time.sleep(RACY_NS / 1e9 * 2)
+        assert snapshotter.take()[1] == initial  # the folders are listed, and trusted from now on
+        plant = (
+            "import os\n"
+            "st = os.stat('data/d01')\n"
+            "open('data/d01/planted.txt', 'w').write('planted')\n"
+            "try:\n"
+            "    os.utime('data/d01', ns=(st.st_atime_ns, st.st_mtime_ns))\n"
+            "except OSError as exc:\n"
+            "    print('utime refused:', exc.errno)\n"
+            "print('done')\n"
+        )
+        (workspace / "plant.py").write_text(plant)
+        assert "done" in env.execute("Execute Script", {"script_name": "plant.py"}).observation
+
+        _, after = snapshotter.take(full=env.sandbox_may_have_written())
+
+        assert store.read_bytes(after["data/d01/planted.txt"][0]) == b"planted"
+        assert {rel: after[rel] for rel in initial} == initial
+    finally:
+        env.close()
+        remove_tree(workspace)
 
 
 CHECK_SCRIPT = [
