@@ -9,7 +9,8 @@ Ours: the task's files stored once (what preparing the task version does), the w
 takes (``Snapshotter.take``, stored as a delta against the task's manifest). MLAgentBench: its Environment is not
 on PyPI, so its per-step save is modelled as its code does it (``environment.py``, ``Environment.save``): walk the
 workspace, and copy every file whose path is not in the read-only list (a Python list, as it builds it) into a
-fresh ``traces/step_N_files/``. Both save after the same step, in alternating order. Bytes are apparent sizes
+fresh ``traces/step_N_files/``. Both save after the same step, in alternating order; the workspace's size check
+that follows each of our actions (``Environment.workspace_size_mb``) is timed apart. Bytes are apparent sizes
 added by the run (ours: the blob store minus what preparing the task stored; theirs: the step folders).
 
     .venv/bin/python benchmarks/snapshot_storage.py [--steps 50] [--scenario data many outputs]
@@ -106,6 +107,8 @@ def mlagentbench_save(workspace: Path, traces: Path, step: int, read_only: list[
 
 
 def run_scenario(name: str, steps: int, root: Path) -> dict:
+    from runner.actions import Environment
+    from runner.sandboxes import get_sandbox
     from runner.snapshots import BlobStore, manifest_restore
 
     env, read_only, outputs = scenario_files(name)
@@ -131,9 +134,10 @@ def run_scenario(name: str, steps: int, root: Path) -> dict:
     traces = root / "mlagentbench" / "traces"
     traces.mkdir(parents=True)
     listed = mlagentbench_read_only(workspace, read_only)
+    environment = Environment(workspace=workspace, sandbox=get_sandbox("local"), read_only_files=sorted(read_only))
     time.sleep(FIRST_ACTION_AFTER_S)
 
-    ours_s = theirs_s = 0.0
+    ours_s = theirs_s = size_s = 0.0
     manifests: set[str] = set()
     for step in range(steps):
         step_edit(name, workspace, step)
@@ -143,6 +147,9 @@ def run_scenario(name: str, steps: int, root: Path) -> dict:
                 sha, _ = snapshotter.take()
                 ours_s += time.perf_counter() - started
                 manifests.add(sha)
+                started = time.perf_counter()
+                environment.workspace_size_mb()  # what every action is followed by, besides the snapshot
+                size_s += time.perf_counter() - started
             else:
                 mlagentbench_save(workspace, traces, step, listed)
                 theirs_s += time.perf_counter() - started
@@ -154,6 +161,7 @@ def run_scenario(name: str, steps: int, root: Path) -> dict:
         "theirs_bytes": apparent_bytes(traces),
         "ours_ms": ours_s * 1000 / steps,
         "theirs_ms": theirs_s * 1000 / steps,
+        "size_ms": size_s * 1000 / steps,
         "workspace_bytes": apparent_bytes(workspace),
     }
 
@@ -172,7 +180,8 @@ def main() -> None:
     print(f"{args.steps} steps; MLAgentBench modelled (its Environment is not on PyPI): read-only data listed")
     print(
         f"{'scenario':<9} {'workspace':>10} | {'ours stored':>12} {'(manifests)':>12} {'MLAgentBench':>13} "
-        f"{'theirs/ours':>11} | {'ours ms/step':>12} {'theirs ms/step':>14} {'theirs/ours':>11}"
+        f"{'theirs/ours':>11} | {'ours ms/step':>12} {'theirs ms/step':>14} {'theirs/ours':>11} | "
+        f"{'size check ms':>13}"
     )
     for name in args.scenario:
         root = Path(tempfile.mkdtemp(prefix=f"snapbench-{name}-"))
@@ -183,7 +192,8 @@ def main() -> None:
         print(
             f"{name:<9} {kb(r['workspace_bytes']):>10} | {kb(r['ours_bytes']):>12} {kb(r['ours_manifest_bytes']):>12} "
             f"{kb(r['theirs_bytes']):>13} {r['theirs_bytes'] / max(r['ours_bytes'], 1):>10.1f}x | "
-            f"{r['ours_ms']:>12.1f} {r['theirs_ms']:>14.1f} {r['theirs_ms'] / max(r['ours_ms'], 1e-9):>10.1f}x",
+            f"{r['ours_ms']:>12.1f} {r['theirs_ms']:>14.1f} {r['theirs_ms'] / max(r['ours_ms'], 1e-9):>10.1f}x | "
+            f"{r['size_ms']:>13.1f}",
             flush=True,
         )
 

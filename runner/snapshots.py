@@ -26,7 +26,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -204,27 +203,6 @@ def _manifest_json(manifest: dict) -> bytes:
     return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
 
 
-RACY_NS = 100_000_000  # a folder changed this close to its listing is listed again (timestamps lag a clock tick)
-
-
-@dataclass
-class _Listing:
-    """A folder's entries as read once, and the folder's stat key then: while the key is the same, so are
-    the entries (any entry created, removed or renamed in a folder sets its ctime, which no process can put
-    back), provided the folder's ctime was already older than the listing by more than a clock tick."""
-
-    key: tuple[int, int, int, int]  # device, inode, mtime_ns, ctime_ns
-    listed_at: int  # time.time_ns() before the folder was read
-    folders: list[str]
-    files: list[str]
-    # Once trusted: the entries of its protected files already known, and the names of the others.
-    known: Manifest | None = None
-    others: list[str] = field(default_factory=list)
-
-    def still_true(self, key: tuple[int, int, int, int]) -> bool:
-        return key == self.key and key[3] < self.listed_at - RACY_NS
-
-
 @dataclass
 class Snapshotter:
     """Snapshots one workspace again and again. A stat key (inode, size, mtime) is no evidence of unchanged
@@ -232,7 +210,7 @@ class Snapshotter:
     back. So every file is read and hashed at every snapshot (bounded chunks, holes not read), except the
     ``protected`` ones (the task's read-only files, which the sandbox cannot write) whose key has not changed;
     nothing is stored again unless its content changed. A protected file in a folder whose entries have not
-    changed since the last snapshot (``_Listing``) is not even looked at: a workspace of many read-only files
+    changed since the last snapshot (``fs.Listing``) is not even looked at: a workspace of many read-only files
     costs a stat of each folder, not of each file.
 
     With a base (``deltas_from``), each snapshot is stored as what differs from it."""
@@ -243,7 +221,7 @@ class Snapshotter:
     base_sha: str = ""
     base: Manifest | None = None
     _known: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
-    _listings: dict[str, _Listing] = field(default_factory=dict)
+    _walk: fs.FolderWalk | None = None
 
     def remember(self, rel: str, sha: str) -> None:
         self._known[rel] = (fs.stat_key(os.stat(self.workspace / rel)), sha)
@@ -294,81 +272,37 @@ class Snapshotter:
         return self.store.manifest_save(manifest, base_sha=self.base_sha, base=self.base), manifest
 
     def _files(self) -> Iterator[tuple[str, int, tuple[int, int, int]] | Manifest]:
-        """(path, size, stat key) of every regular file below the workspace, walked as ``fs.walk_files`` walks
-        (no link followed, the same limits); the protected files already known in a folder whose listing still
-        holds come as one manifest of them, neither listed nor looked at again."""
-        listings: dict[str, _Listing] = {}
-        stack: list[tuple[int, str, int]] = [(os.open(self.workspace, fs.DIR_FLAGS), "", 0)]
-        count = 0
-        try:
-            while stack:
-                fd, prefix, depth = stack.pop()
+        """(path, size, stat key) of every regular file below the workspace (``fs.FolderWalk``: no link followed,
+        the limits of ``fs.walk_files``); the protected files already known in a folder whose listing still holds
+        come as one manifest of them, neither listed nor looked at again."""
+        if self._walk is None:
+            self._walk = fs.FolderWalk(self.workspace, skip_dirs=SKIP_DIRS)
+        for folder in self._walk.folders():
+            names = folder.listing.files
+            if folder.trusted:
+                known, names = folder.listing.derived.get("snapshot") or self._known_split(folder)
+                yield known
+            for name in names:
                 try:
-                    now = time.time_ns()
-                    st = os.fstat(fd)
-                    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-                    listing = self._listings.get(prefix)
-                    trusted = listing is not None and listing.still_true(key)
-                    if not trusted:
-                        listing = _folder_list(fd, key, now)
-                    listings[prefix] = listing
-                    for name in listing.folders:
-                        if depth + 1 >= fs.MAX_DEPTH:
-                            deep = fs.shown(prefix + name)[:200]
-                            raise fs.WalkLimitError(f"holds folders nested more than {fs.MAX_DEPTH} deep ({deep}/...)")
-                        try:
-                            child = os.open(name, fs.DIR_FLAGS, dir_fd=fd)
-                        except OSError:
-                            continue
-                        stack.append((child, f"{prefix}{name}/", depth + 1))
-                    count += len(listing.files)
-                    if count > fs.MAX_FILES:
-                        raise fs.WalkLimitError(f"holds more than {fs.MAX_FILES} files")
-                    names = listing.files
-                    if trusted:
-                        if listing.known is None:
-                            self._known_split(listing, prefix)
-                        yield listing.known
-                        names = listing.others
-                    for name in names:
-                        rel = prefix + name
-                        try:
-                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if stat.S_ISREG(st.st_mode):
-                            yield rel, st.st_size, fs.stat_key(st)
-                finally:
-                    os.close(fd)
-        finally:
-            for fd, _, _ in stack:
-                os.close(fd)
-        self._listings = listings
+                    st = os.stat(name, dir_fd=folder.fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    yield folder.prefix + name, st.st_size, fs.stat_key(st)
 
-    def _known_split(self, listing: _Listing, prefix: str) -> None:
-        listing.known, listing.others = {}, []
-        for name in listing.files:
-            rel = prefix + name
+    def _known_split(self, folder: fs.Folder) -> tuple[Manifest, list[str]]:
+        """A trusted folder's protected files already known (as manifest entries), and the names of the others."""
+        known_entries: Manifest = {}
+        others: list[str] = []
+        for name in folder.listing.files:
+            rel = folder.prefix + name
             known = self._known.get(rel) if rel in self.protected else None
             if known is None:
-                listing.others.append(name)
+                others.append(name)
             else:
-                listing.known[rel] = [known[1], known[0][1]]
-
-
-def _folder_list(fd: int, key: tuple[int, int, int, int], now: int) -> _Listing:
-    folders, files = [], []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIP_DIRS:
-                        folders.append(entry.name)
-                elif entry.is_file(follow_symlinks=False):
-                    files.append(entry.name)
-            except OSError:
-                continue
-    return _Listing(key, now, sorted(folders), sorted(files))
+                known_entries[rel] = [known[1], known[0][1]]
+        folder.listing.derived["snapshot"] = (known_entries, others)
+        return known_entries, others
 
 
 def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: set[str] | None = None) -> Snapshotter:

@@ -12,10 +12,11 @@ import pytest
 
 from runner.actions import Environment
 from runner.execution import run_execute
+from runner.fs import RACY_NS, Listing
 from runner.models import Run, Step
 from runner.sandboxes import get_sandbox
 from runner.services import run_create, run_fork
-from runner.snapshots import RACY_NS, BlobStore, Snapshotter, _Listing, manifest_restore, remove_tree
+from runner.snapshots import BlobStore, Snapshotter, manifest_restore, remove_tree
 from runner.workspaces import workspace_layout
 from task_bank.services import task_import
 
@@ -130,9 +131,9 @@ def test_a_folder_listed_within_a_clock_tick_of_its_last_change_is_listed_again(
     # A change made later in the same tick would leave the folder's ctime as it was: such a listing proves nothing.
     ctime = 1_700_000_000_000_000_000
     key = (1, 2, ctime, ctime)
-    assert not _Listing(key, ctime + RACY_NS // 2, [], []).still_true(key)
-    assert _Listing(key, ctime + RACY_NS + 1, [], []).still_true(key)
-    assert not _Listing(key, ctime + RACY_NS + 1, [], []).still_true((1, 2, ctime, ctime + 1))
+    assert not Listing(key, ctime + RACY_NS // 2, [], []).still_true(key)
+    assert Listing(key, ctime + RACY_NS + 1, [], []).still_true(key)
+    assert not Listing(key, ctime + RACY_NS + 1, [], []).still_true((1, 2, ctime, ctime + 1))
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0, reason="a root worker's bwrap sandbox")
@@ -171,6 +172,14 @@ def test_a_file_sandboxed_code_plants_among_read_only_files_is_in_the_next_snaps
 
         assert store.read_bytes(after["data/d01/planted.txt"][0]) == b"planted"
         assert {rel: after[rel] for rel in initial} == initial
+
+        # The workspace's size, checked after every action, skips the same folders' read-only files, never the others.
+        time.sleep(RACY_NS / 1e9 * 2)
+        assert env.workspace_size_mb() < 1  # d01 listed with planted.txt in it: trusted from now on
+        grow = "open('data/d01/planted.txt', 'ab').write(b'x' * (3 << 20))\nprint('grown')\n"
+        (workspace / "grow.py").write_text(grow)
+        assert "grown" in env.execute("Execute Script", {"script_name": "grow.py"}).observation
+        assert env.workspace_size_mb() >= 3
     finally:
         env.close()
         remove_tree(workspace)
