@@ -13,13 +13,14 @@ gives the full effective manifest of either; nothing else reads the stored form.
 
 Content up to ``PACK_MAX`` bytes that zlib shrinks by a quarter or more (scripts, logs, manifests) is stored
 packed, ``<sha>.z``; everything else, and every blob a workspace hard-links (the task's read-only files), is
-stored as it is. ``read_bytes`` and ``copy_to`` read either; ``linkable`` gives a blob as it is, unpacking it
+stored as it is. ``read_bytes``, ``open`` and ``copy_to`` read either; ``linkable`` gives a blob as it is, unpacking it
 first if it was only stored packed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 
@@ -143,6 +145,14 @@ class BlobStore:
             return self.path(sha).read_bytes()
         except FileNotFoundError:
             return zlib.decompress(self.packed_path(sha).read_bytes())
+
+    def open(self, sha: str) -> BinaryIO:
+        """The blob's content as a binary file to read (a packed one, at most ``PACK_MAX`` bytes, unpacked in
+        memory)."""
+        try:
+            return open(self.path(sha), "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            return io.BytesIO(zlib.decompress(self.packed_path(sha).read_bytes()))
 
     def linkable(self, sha: str) -> Path:
         """The blob as it is, to hard-link: unpacked first if it was stored packed only."""
