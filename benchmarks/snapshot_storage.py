@@ -1,10 +1,19 @@
-"""Snapshot storage: a 50-step run in a workspace holding 20 MB of data, each step editing one small file.
+"""Snapshot storage and time per step: ours against MLAgentBench as its tasks configure it, three workspaces.
 
-The headline compares the bytes our content-addressed snapshots add for the run against MLAgentBench as its
-tasks run: after every step it copies every file not listed read-only (the data is listed, so it is not copied).
-Copying the whole workspace after every step, which neither does, is printed as context only.
+    data      10 files of 10 MB, read-only (listed as such), and train.py edited at every step
+    many      10,000 files of 10 kB in 100 folders, read-only (listed), and train.py edited at every step
+    outputs   20 MB of writable outputs (200 files of 100 kB) the run wrote, one of them rewritten per step
 
-    .venv/bin/python benchmarks/snapshot_storage.py [--steps 50] [--data-mb 20]
+Ours: the task's files stored once (what preparing the task version does), the workspace laid out from them
+(read-only files hard-linked to their blobs, as a root worker does), and after every step the snapshot a run
+takes (``Snapshotter.take``, stored as a delta against the task's manifest). MLAgentBench: its Environment is not
+on PyPI, so its per-step save is modelled as its code does it (``environment.py``, ``Environment.save``): walk the
+workspace, and copy every file whose path is not in the read-only list (a Python list, as it builds it) into a
+fresh ``traces/step_N_files/``. Both save after the same step, in alternating order; the workspace's size check
+that follows each of our actions (``Environment.workspace_size_mb``) is timed apart. Bytes are apparent sizes
+added by the run (ours: the blob store minus what preparing the task stored; theirs: the step folders).
+
+    .venv/bin/python benchmarks/snapshot_storage.py [--steps 50] [--scenario data many outputs]
 """
 
 from __future__ import annotations
@@ -19,9 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# A run's first action comes after its agent started and asked its model: seconds after the layout. The folders
+# laid out are trusted unlisted only once they are older than a clock tick (snapshots.RACY_NS); wait that long.
+FIRST_ACTION_AFTER_S = 0.2
 
-def disk_bytes(root: Path) -> int:
-    """Bytes on disk below root, each inode counted once (hard links are not double-counted)."""
+
+def apparent_bytes(root: Path) -> int:
+    """Apparent bytes of the files below root, each inode counted once (hard links are not double-counted)."""
     seen, total = set(), 0
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
@@ -32,73 +45,157 @@ def disk_bytes(root: Path) -> int:
     return total
 
 
+def stored_size(store, sha: str) -> int:
+    path = store.path(sha) if store.path(sha).exists() else store.packed_path(sha)
+    return path.stat().st_size
+
+
+def train_py(step: int) -> str:
+    return f"EPOCHS = {step + 2}\n" + "x = 1\n" * 200
+
+
+def scenario_files(name: str) -> tuple[dict[str, bytes], set[str], dict[str, bytes]]:
+    """(the task's env files, which of them are read-only, the outputs the run writes before its first step)."""
+    env: dict[str, bytes] = {"train.py": train_py(-1).encode()}
+    outputs: dict[str, bytes] = {}
+    if name == "data":
+        for i in range(10):
+            env[f"data/part{i}.bin"] = os.urandom(10 * 1024 * 1024)
+    elif name == "many":
+        for i in range(10_000):
+            env[f"data/d{i // 100:02d}/f{i % 100:02d}.bin"] = os.urandom(10 * 1024)
+    elif name == "outputs":
+        for i in range(200):
+            outputs[f"outputs/o{i:03d}.bin"] = os.urandom(100 * 1024)
+    read_only = {rel for rel in env if rel.startswith("data/")}
+    return env, read_only, outputs
+
+
+def step_edit(name: str, workspace: Path, step: int) -> None:
+    if name == "outputs":
+        (workspace / f"outputs/o{step % 200:03d}.bin").write_bytes(os.urandom(100 * 1024))
+    else:
+        (workspace / "train.py").write_text(train_py(step))
+
+
+def mlagentbench_read_only(workspace: Path, read_only: set[str]) -> list[str]:
+    """The read-only list as its Environment builds it: paths as os.walk joins them ('./x' at the top)."""
+    listed = []
+    for path, _dirs, files in os.walk(workspace):
+        relpath = os.path.relpath(path, workspace)
+        for name in files:
+            rel = os.path.join(relpath, name)
+            if os.path.normpath(rel) in read_only:
+                listed.append(rel)
+    return listed
+
+
+def mlagentbench_save(workspace: Path, traces: Path, step: int, read_only: list[str]) -> None:
+    """Its per-step save: every file not in the read-only list copied into a fresh step folder."""
+    folder = traces / f"step_{step}_files"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    for path, _dirs, files in os.walk(workspace):
+        relpath = os.path.relpath(path, workspace)
+        dest = folder / relpath
+        for name in files:
+            rel = os.path.join(relpath, name)
+            if rel not in read_only:
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(workspace / rel, folder / rel)
+
+
+def run_scenario(name: str, steps: int, root: Path) -> dict:
+    from runner.actions import Environment
+    from runner.sandboxes import get_sandbox
+    from runner.snapshots import BlobStore, manifest_restore
+
+    env, read_only, outputs = scenario_files(name)
+    store = BlobStore(root / "blobs")
+    task_env = root / "task_env"
+    for rel, data in env.items():
+        (task_env / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task_env / rel).write_bytes(data)
+    del env
+    initial = {}
+    for rel in sorted(p.relative_to(task_env).as_posix() for p in task_env.rglob("*") if p.is_file()):
+        sha, size = store.put_file(task_env / rel, link=rel in read_only)
+        initial[rel] = [sha, size]
+    initial_sha = store.manifest_save(initial)
+    after_prepare = apparent_bytes(store.root)
+
+    workspace = root / "workspace"
+    snapshotter = manifest_restore(initial, workspace, store, link=read_only)
+    snapshotter.deltas_from(initial_sha, initial)
+    for rel, data in outputs.items():
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_bytes(data)
+    traces = root / "mlagentbench" / "traces"
+    traces.mkdir(parents=True)
+    listed = mlagentbench_read_only(workspace, read_only)
+    environment = Environment(workspace=workspace, sandbox=get_sandbox("local"), read_only_files=sorted(read_only))
+    time.sleep(FIRST_ACTION_AFTER_S)
+
+    ours_s = theirs_s = size_s = 0.0
+    manifests: set[str] = set()
+    for step in range(steps):
+        step_edit(name, workspace, step)
+        for who in ("ours", "theirs") if step % 2 == 0 else ("theirs", "ours"):
+            started = time.perf_counter()
+            if who == "ours":
+                sha, _ = snapshotter.take()
+                ours_s += time.perf_counter() - started
+                manifests.add(sha)
+                started = time.perf_counter()
+                environment.workspace_size_mb()  # what every action is followed by, besides the snapshot
+                size_s += time.perf_counter() - started
+            else:
+                mlagentbench_save(workspace, traces, step, listed)
+                theirs_s += time.perf_counter() - started
+    # Every step's full manifest, as every caller gets it, is the workspace as it is.
+    assert store.manifest_load(sha) == snapshotter.take()[1]
+    return {
+        "ours_bytes": apparent_bytes(store.root) - after_prepare,
+        "ours_manifest_bytes": sum(stored_size(store, sha) for sha in manifests - {initial_sha}),
+        "theirs_bytes": apparent_bytes(traces),
+        "ours_ms": ours_s * 1000 / steps,
+        "theirs_ms": theirs_s * 1000 / steps,
+        "size_ms": size_s * 1000 / steps,
+        "workspace_bytes": apparent_bytes(workspace),
+    }
+
+
+def kb(n: int) -> str:
+    return f"{n / 1e3:,.1f} kB" if n < 10e6 else f"{n / 1e6:,.1f} MB"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--data-mb", type=int, default=20)
+    parser.add_argument("--scenario", nargs="*", default=["data", "many", "outputs"])
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    from runner.snapshots import BlobStore, manifest_restore
-
-    root = Path(tempfile.mkdtemp(prefix="snapbench-"))
-    try:
-        store = BlobStore(root / "blobs")
-        task_env = root / "task_env"
-        (task_env / "data").mkdir(parents=True)
-        for i in range(10):  # the task's data: 10 files, read-only for the agent
-            (task_env / "data" / f"part{i}.bin").write_bytes(os.urandom(args.data_mb * 1024 * 1024 // 10))
-        (task_env / "train.py").write_text("EPOCHS = 1\n" + "x = 1\n" * 200)
-        read_only = {f"data/part{i}.bin" for i in range(10)}
-
-        # What preparing the task stores once per task version (shared by every run of it).
-        initial = {}
-        for rel in sorted(read_only | {"train.py"}):
-            sha, size = store.put_file(task_env / rel, link=rel in read_only)
-            initial[rel] = [sha, size]
-        store.manifest_save(initial)
-        after_prepare = disk_bytes(store.root)
-
-        workspace = root / "workspace"
-        snapshotter = manifest_restore(initial, workspace, store, link=read_only)
-        workspace_bytes = disk_bytes(workspace)
-        non_read_only = sum(
-            p.stat().st_size
-            for p in workspace.rglob("*")
-            if p.is_file() and p.relative_to(workspace).as_posix() not in read_only
-        )
-        started = time.perf_counter()
-        mlagentbench_bytes = 0
-        for step in range(args.steps):
-            (workspace / "train.py").write_text(f"EPOCHS = {step + 2}\n" + "x = 1\n" * 200)
-            snapshotter.take()
-            mlagentbench_bytes += sum(
-                p.stat().st_size
-                for p in workspace.rglob("*")
-                if p.is_file() and p.relative_to(workspace).as_posix() not in read_only
-            )
-        elapsed = time.perf_counter() - started
-        run_bytes = disk_bytes(store.root) - after_prepare
-
-        full_copy = workspace_bytes * args.steps
-        ratio = run_bytes / max(mlagentbench_bytes, 1)
+    print(f"{args.steps} steps; MLAgentBench modelled (its Environment is not on PyPI): read-only data listed")
+    print(
+        f"{'scenario':<9} {'workspace':>10} | {'ours stored':>12} {'(manifests)':>12} {'MLAgentBench':>13} "
+        f"{'theirs/ours':>11} | {'ours ms/step':>12} {'theirs ms/step':>14} {'theirs/ours':>11} | "
+        f"{'size check ms':>13}"
+    )
+    for name in args.scenario:
+        root = Path(tempfile.mkdtemp(prefix=f"snapbench-{name}-"))
+        try:
+            r = run_scenario(name, args.steps, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
         print(
-            f"workspace: {workspace_bytes / 1e6:.1f} MB ({non_read_only / 1e3:.1f} kB of it writable), "
-            f"{args.steps} steps, one small file edited per step"
+            f"{name:<9} {kb(r['workspace_bytes']):>10} | {kb(r['ours_bytes']):>12} {kb(r['ours_manifest_bytes']):>12} "
+            f"{kb(r['theirs_bytes']):>13} {r['theirs_bytes'] / max(r['ours_bytes'], 1):>10.1f}x | "
+            f"{r['ours_ms']:>12.1f} {r['theirs_ms']:>14.1f} {r['theirs_ms'] / max(r['ours_ms'], 1e-9):>10.1f}x | "
+            f"{r['size_ms']:>13.1f}",
+            flush=True,
         )
-        print(
-            f"our snapshots, added by the run: {run_bytes / 1e3:.1f} kB; MLAgentBench, copying the writable files "
-            f"after every step: {mlagentbench_bytes / 1e3:.1f} kB; ours is {ratio:.2f}x theirs "
-            f"({'larger' if ratio > 1 else 'smaller'})"
-        )
-        print("context:")
-        print(f"  task data stored once per task version: {after_prepare / 1e6:8.1f} MB (hard links, no copy)")
-        print(f"  copying the whole workspace every step: {full_copy / 1e6:8.1f} MB (what neither does)")
-        print(
-            f"time to take {args.steps} snapshots: {elapsed * 1000:.0f} ms ({elapsed * 1000 / args.steps:.1f} ms each)"
-        )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

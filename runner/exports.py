@@ -109,7 +109,7 @@ def _write_files(archive: zipfile.ZipFile, folder: str, files: Manifest, store: 
         info = zipfile.ZipInfo(f"{folder}/{path}", date_time=ZIP_EPOCH)
         info.external_attr = 0o644 << 16
         info.compress_type = zipfile.ZIP_DEFLATED
-        with open(store.path(sha), "rb") as src, archive.open(info, "w") as dst:
+        with store.open(sha) as src, archive.open(info, "w") as dst:
             while chunk := src.read(1 << 20):
                 dst.write(chunk)
 

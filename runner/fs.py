@@ -12,8 +12,9 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -334,6 +335,95 @@ def walk_files(
     finally:
         for fd, _, _ in stack:
             os.close(fd)
+
+
+RACY_NS = 100_000_000  # a folder changed this close to its listing is listed again (timestamps lag a clock tick)
+
+
+@dataclass
+class Listing:
+    """A folder's entries as read once, and the folder's stat key then: while the key is the same, so are
+    the entries (creating, removing or renaming an entry sets the folder's ctime, which no process can put
+    back), provided the folder's ctime was already older than the listing by more than a clock tick (a change
+    later in the same tick could leave it as it was)."""
+
+    key: tuple[int, int, int, int]  # device, inode, mtime_ns, ctime_ns
+    listed_at: int  # time.time_ns() before the folder was read
+    folders: list[str]
+    files: list[str]  # regular files
+    derived: dict = field(default_factory=dict)  # what a walk's user worked out from these entries, kept with them
+
+    def still_true(self, key: tuple[int, int, int, int]) -> bool:
+        return key == self.key and key[3] < self.listed_at - RACY_NS
+
+
+@dataclass
+class Folder:
+    fd: int  # open while the walk is at this folder
+    prefix: str  # its path below the root with a trailing slash ("" for the root)
+    listing: Listing
+    trusted: bool  # the listing is the one of the walk before: the folder's entries have not changed since
+
+
+class FolderWalk:
+    """Walks one folder tree again and again, as ``walk_files`` walks (no link followed, the same limits),
+    keeping each folder's ``Listing``: a folder whose entries have not changed since the last walk is not read
+    again, and its files need not be looked at by a user that knows they cannot change (the task's read-only
+    files). A walk that raises keeps the listings of the walk before."""
+
+    def __init__(self, root: Path, *, skip_dirs: frozenset[str] | set[str] = frozenset()) -> None:
+        self.root, self.skip_dirs = Path(root), frozenset(skip_dirs)
+        self._listings: dict[str, Listing] = {}
+
+    def folders(self) -> Iterator[Folder]:
+        listings: dict[str, Listing] = {}
+        stack: list[tuple[int, str, int]] = [(os.open(self.root, DIR_FLAGS), "", 0)]
+        count = 0
+        try:
+            while stack:
+                fd, prefix, depth = stack.pop()
+                try:
+                    now = time.time_ns()
+                    st = os.fstat(fd)
+                    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                    listing = self._listings.get(prefix)
+                    trusted = listing is not None and listing.still_true(key)
+                    if not trusted:
+                        listing = self._list(fd, key, now)
+                    listings[prefix] = listing
+                    for name in listing.folders:
+                        if depth + 1 >= MAX_DEPTH:
+                            deep = shown(prefix + name)[:200]
+                            raise WalkLimitError(f"holds folders nested more than {MAX_DEPTH} deep ({deep}/...)")
+                        try:
+                            child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                        except OSError:
+                            continue
+                        stack.append((child, f"{prefix}{name}/", depth + 1))
+                    count += len(listing.files)
+                    if count > MAX_FILES:
+                        raise WalkLimitError(f"holds more than {MAX_FILES} files")
+                    yield Folder(fd, prefix, listing, trusted)
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _, _ in stack:
+                os.close(fd)
+        self._listings = listings
+
+    def _list(self, fd: int, key: tuple[int, int, int, int], now: int) -> Listing:
+        folders, files = [], []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in self.skip_dirs:
+                            folders.append(entry.name)
+                    elif entry.is_file(follow_symlinks=False):
+                        files.append(entry.name)
+                except OSError:
+                    continue
+        return Listing(key, now, sorted(folders), sorted(files))
 
 
 def open_entry(root: Path, rel: str) -> int:

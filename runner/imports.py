@@ -396,17 +396,18 @@ def trace_import(
             read_only = {
                 p: entry for p, entry in prepared.env_manifest.items() if is_read_only(p, version.read_only_patterns)
             }
+            # Each snapshot stored as a run stores it: what differs from the task's manifest.
             snapshots, last = [], prepared.env_manifest_sha
             manifests = {last: prepared.env_manifest}
             for index in range(len(log.steps)):
                 if index in log.step_dirs:
                     manifest = _folder_manifest(log.step_dirs[index], read_only, store)
-                    last = store.manifest_save(manifest)
+                    last = store.manifest_save(manifest, base_sha=prepared.env_manifest_sha, base=prepared.env_manifest)
                     manifests[last] = manifest
                 snapshots.append(last)
             if log.final_dir is not None:
                 manifest = _folder_manifest(log.final_dir, read_only, store)
-                last = store.manifest_save(manifest)
+                last = store.manifest_save(manifest, base_sha=prepared.env_manifest_sha, base=prepared.env_manifest)
                 manifests[last] = manifest
     except TaskPackageError as exc:
         raise TraceImportError(str(exc)) from exc

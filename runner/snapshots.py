@@ -4,18 +4,34 @@ A blob is a file stored once under its sha256. A snapshot is a manifest ``{path:
 stored as a blob, so a step that changed nothing points at the same manifest as the step before it and a
 file that did not change costs nothing. Blobs are read-only; workspaces may hard-link read-only files to
 them, so large task data is referenced, never copied per run.
+
+A run's step snapshots are stored as deltas against a base, the task version's full manifest (the run's
+initial snapshot): ``{"": {"base": sha, "removed": [path, ...]}, path: [sha256, size], ...}``, the entries
+that differ from the base and the base's paths that are gone. The empty key cannot be a file's path, so a
+full manifest (every snapshot stored before deltas) is told apart and loads as it is. ``manifest_load``
+gives the full effective manifest of either; nothing else reads the stored form.
+
+Content up to ``PACK_MAX`` bytes that zlib shrinks by a quarter or more (scripts, logs, manifests) is stored
+packed, ``<sha>.z``; everything else, and every blob a workspace hard-links (the task's read-only files), is
+stored as it is. ``read_bytes``, ``open`` and ``copy_to`` read either; ``linkable`` gives a blob as it is, unpacking it
+first if it was only stored packed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 
@@ -32,24 +48,36 @@ class BlobStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, sha: str) -> Path:
+        """Where the blob is stored as it is (it may be stored packed instead: ``has``, ``linkable``)."""
         return self.root / sha[:2] / sha[2:]
 
-    def has(self, sha: str) -> bool:
-        return self.path(sha).exists()
+    def packed_path(self, sha: str) -> Path:
+        return self.root / sha[:2] / f"{sha[2:]}.z"
 
-    def _commit(self, tmp: Path, sha: str) -> None:
-        dest = self.path(sha)
+    def has(self, sha: str) -> bool:
+        return self.path(sha).exists() or self.packed_path(sha).exists()
+
+    def _commit(self, tmp: Path, sha: str, *, packed: bool = False) -> None:
+        dest = self.packed_path(sha) if packed else self.path(sha)
         dest.parent.mkdir(exist_ok=True)
         os.chmod(tmp, 0o444)
         os.replace(tmp, dest)
 
+    def _write(self, sha: str, data: bytes, *, packed: bool) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            self._commit(Path(tmp), sha, packed=packed)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
     def put_bytes(self, data: bytes) -> str:
         sha = hashlib.sha256(data).hexdigest()
         if not self.has(sha):
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            self._commit(Path(tmp), sha)
+            packed = _packed(data)
+            self._write(sha, data if packed is None else packed, packed=packed is not None)
         return sha
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
@@ -83,7 +111,7 @@ class BlobStore:
                 os.close(fd)
                 os.close(out)
             sha = digest.hexdigest()
-            if self.has(sha):
+            if self.path(sha).exists() or (not link and self.has(sha)):
                 os.unlink(tmp)
             elif link:
                 os.unlink(tmp)
@@ -92,6 +120,9 @@ class BlobStore:
                 except OSError:
                     shutil.copyfile(link_from, tmp)
                 self._commit(Path(tmp), sha)
+            elif size <= PACK_MAX and (packed := _packed(Path(tmp).read_bytes())) is not None:
+                os.unlink(tmp)
+                self._write(sha, packed, packed=True)
             else:
                 self._commit(Path(tmp), sha)
         except BaseException:
@@ -110,13 +141,76 @@ class BlobStore:
         return digest.hexdigest(), size
 
     def read_bytes(self, sha: str) -> bytes:
-        return self.path(sha).read_bytes()
+        try:
+            return self.path(sha).read_bytes()
+        except FileNotFoundError:
+            return zlib.decompress(self.packed_path(sha).read_bytes())
 
-    def manifest_save(self, manifest: Manifest) -> str:
-        return self.put_bytes(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
+    def open(self, sha: str) -> BinaryIO:
+        """The blob's content as a binary file to read (a packed one, at most ``PACK_MAX`` bytes, unpacked in
+        memory)."""
+        try:
+            return open(self.path(sha), "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            return io.BytesIO(zlib.decompress(self.packed_path(sha).read_bytes()))
+
+    def linkable(self, sha: str) -> Path:
+        """The blob as it is, to hard-link: unpacked first if it was stored packed only."""
+        path = self.path(sha)
+        if not path.exists():
+            self._write(sha, zlib.decompress(self.packed_path(sha).read_bytes()), packed=False)
+        return path
+
+    def copy_to(self, sha: str, target: Path) -> None:
+        """Write the blob's content to a new file (not following a link there), a sparse blob staying sparse."""
+        if not self.path(sha).exists():
+            data = zlib.decompress(self.packed_path(sha).read_bytes())
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            return
+        _copy_sparse(self.path(sha), target)
+
+    def manifest_save(self, manifest: Manifest, *, base_sha: str = "", base: Manifest | None = None) -> str:
+        """Store a manifest; with a base (a full manifest and its sha), only what differs from it. A manifest
+        equal to its base is the base's sha."""
+        if not base_sha:
+            return self.put_bytes(_manifest_json(manifest))
+        if base is None:
+            base = self.manifest_load(base_sha)
+        delta: dict = {path: entry for path, entry in manifest.items() if base.get(path) != entry}
+        removed = sorted(path for path in base if path not in manifest)
+        if not delta and not removed:
+            return base_sha
+        delta[DELTA_KEY] = {"base": base_sha, "removed": removed}
+        return self.put_bytes(_manifest_json(delta))
 
     def manifest_load(self, sha: str) -> Manifest:
-        return json.loads(self.read_bytes(sha))
+        """The full effective manifest of a snapshot, stored whole or as a delta against its base."""
+        manifest = json.loads(self.read_bytes(sha))
+        header = manifest.pop(DELTA_KEY, None)
+        if header is None:
+            return manifest
+        full = self.manifest_load(header["base"])
+        for path in header["removed"]:
+            full.pop(path, None)
+        full.update(manifest)
+        return full
+
+
+DELTA_KEY = ""  # no file's path: the header of a manifest stored as a delta
+PACK_MAX = 1 << 20  # content this small is stored packed when zlib saves a quarter of it or more
+
+
+def _packed(data: bytes) -> bytes | None:
+    if len(data) > PACK_MAX or len(data) < 64:
+        return None
+    packed = zlib.compress(data, 6)
+    return packed if len(packed) <= len(data) * 3 // 4 else None
+
+
+def _manifest_json(manifest: dict) -> bytes:
+    return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
 
 
 @dataclass
@@ -125,15 +219,27 @@ class Snapshotter:
     content where sandboxed code could have written: it can rewrite a file with the same size and put its mtime
     back. So every file is read and hashed at every snapshot (bounded chunks, holes not read), except the
     ``protected`` ones (the task's read-only files, which the sandbox cannot write) whose key has not changed;
-    nothing is stored again unless its content changed."""
+    nothing is stored again unless its content changed. A protected file in a folder whose entries have not
+    changed since the last snapshot (``fs.Listing``) is not even looked at: a workspace of many read-only files
+    costs a stat of each folder, not of each file.
+
+    With a base (``deltas_from``), each snapshot is stored as what differs from it."""
 
     workspace: Path
     store: BlobStore
     protected: frozenset[str] = frozenset()
+    base_sha: str = ""
+    base: Manifest | None = None
     _known: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
+    _walk: fs.FolderWalk | None = None
 
     def remember(self, rel: str, sha: str) -> None:
         self._known[rel] = (fs.stat_key(os.stat(self.workspace / rel)), sha)
+
+    def deltas_from(self, sha: str, manifest: Manifest) -> None:
+        """Store every snapshot as a delta against this full manifest (the task version's, the run's initial
+        snapshot), so a step costs what it changed, not what the workspace holds."""
+        self.base_sha, self.base = sha, manifest
 
     def take(self, *, full: bool = True) -> tuple[str, Manifest]:
         """Regular files only (links, FIFOs and sockets are not part of a submission), read through
@@ -142,13 +248,17 @@ class Snapshotter:
         snapshot). ``full=False`` trusts every unchanged stat key: only for a snapshot after which no sandboxed
         code can have run since the last one (the environment says so: ``Environment.sandbox_may_have_written``)."""
         manifest: Manifest = {}
-        for entry in fs.walk_files(self.workspace, skip_dirs=SKIP_DIRS):
-            known = self._known.get(entry.rel)
-            if known and known[0] == entry.key and (entry.rel in self.protected or not full):
-                manifest[entry.rel] = [known[1], entry.size]
+        for item in self._files():
+            if isinstance(item, dict):  # protected files in a folder unchanged since it was listed: the same files
+                manifest.update(item)
+                continue
+            rel, size, key = item
+            known = self._known.get(rel)
+            if known and known[0] == key and (rel in self.protected or not full):
+                manifest[rel] = [known[1], size]
                 continue
             try:
-                fd = fs.open_entry(self.workspace, entry.rel)
+                fd = fs.open_entry(self.workspace, rel)
             except (OSError, fs.UnsafePath):
                 continue  # gone or replaced by a link since it was listed
             key = fs.stat_key(os.fstat(fd))
@@ -160,15 +270,49 @@ class Snapshotter:
                     raise
                 if sha == known[1]:
                     os.close(fd)
-                    self._known[entry.rel] = (key, sha)
-                    manifest[entry.rel] = [sha, size]
+                    self._known[rel] = (key, sha)
+                    manifest[rel] = [sha, size]
                     continue
             sha, size = self.store.put_fd(fd)
-            self._known[entry.rel] = (key, sha)
-            manifest[entry.rel] = [sha, size]
-        for rel in set(self._known) - set(manifest):
-            del self._known[rel]
-        return self.store.manifest_save(manifest), manifest
+            self._known[rel] = (key, sha)
+            manifest[rel] = [sha, size]
+        if len(self._known) != len(manifest):
+            for rel in set(self._known) - set(manifest):
+                del self._known[rel]
+        return self.store.manifest_save(manifest, base_sha=self.base_sha, base=self.base), manifest
+
+    def _files(self) -> Iterator[tuple[str, int, tuple[int, int, int]] | Manifest]:
+        """(path, size, stat key) of every regular file below the workspace (``fs.FolderWalk``: no link followed,
+        the limits of ``fs.walk_files``); the protected files already known in a folder whose listing still holds
+        come as one manifest of them, neither listed nor looked at again."""
+        if self._walk is None:
+            self._walk = fs.FolderWalk(self.workspace, skip_dirs=SKIP_DIRS)
+        for folder in self._walk.folders():
+            names = folder.listing.files
+            if folder.trusted:
+                known, names = folder.listing.derived.get("snapshot") or self._known_split(folder)
+                yield known
+            for name in names:
+                try:
+                    st = os.stat(name, dir_fd=folder.fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    yield folder.prefix + name, st.st_size, fs.stat_key(st)
+
+    def _known_split(self, folder: fs.Folder) -> tuple[Manifest, list[str]]:
+        """A trusted folder's protected files already known (as manifest entries), and the names of the others."""
+        known_entries: Manifest = {}
+        others: list[str] = []
+        for name in folder.listing.files:
+            rel = folder.prefix + name
+            known = self._known.get(rel) if rel in self.protected else None
+            if known is None:
+                others.append(name)
+            else:
+                known_entries[rel] = [known[1], known[0][1]]
+        folder.listing.derived["snapshot"] = (known_entries, others)
+        return known_entries, others
 
 
 def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: set[str] | None = None) -> Snapshotter:
@@ -185,15 +329,14 @@ def manifest_restore(manifest: Manifest, dest: Path, store: BlobStore, *, link: 
         if not target.resolve().is_relative_to(dest.resolve()):
             raise ValueError(f"manifest path {rel!r} leaves the workspace")
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = store.path(sha)
         if rel in link:
             try:
-                os.link(source, target)
+                os.link(store.linkable(sha), target)
             except OSError:
-                _copy_sparse(source, target)
+                store.copy_to(sha, target)
                 os.chmod(target, 0o444)
         else:
-            _copy_sparse(source, target)
+            store.copy_to(sha, target)
             os.chmod(target, 0o644)
         snapshotter.remember(rel, sha)
     return snapshotter

@@ -140,7 +140,7 @@ def table_preview(store: BlobStore, sha: str, size: int, suffix: str) -> TablePr
     delimiter = TABLE_SUFFIXES.get(suffix.lower())
     if delimiter is None:
         return None
-    with open(store.path(sha), "rb") as fh:
+    with store.open(sha) as fh:
         start = fh.read(TABLE_HEAD_BYTES)
         lines = start.count(b"\n")
         if size <= TABLE_COUNT_MAX_BYTES:
@@ -368,7 +368,7 @@ def _zip_stream(store: BlobStore, manifest: Manifest) -> Iterator[bytes]:
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for path in sorted(manifest):
             sha, _size = manifest[path]
-            with open(store.path(sha), "rb") as source, archive.open(fs.shown(path), "w", force_zip64=True) as out:
+            with store.open(sha) as source, archive.open(fs.shown(path), "w", force_zip64=True) as out:
                 while chunk := source.read(1 << 20):
                     out.write(chunk)
                     yield sink.take()

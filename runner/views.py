@@ -287,7 +287,7 @@ def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
         except KeyError:
             raise Http404(f"no file {path} after step {index}") from None
         name = path.rsplit("/", 1)[-1]
-        return FileResponse(open(BlobStore().path(sha), "rb"), as_attachment=True, filename=name)  # noqa: SIM115
+        return FileResponse(BlobStore().open(sha), as_attachment=True, filename=name)
     context = {"run": run, "step": step, "files": workspace_files(step, page=_page_number(request)), "path": path}
     if path:
         try:

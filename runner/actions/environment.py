@@ -6,6 +6,8 @@ code actions run in the sandbox. It knows nothing of the database: the run servi
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ class Environment:
         self.low_level: list[dict] = []
         self._repl: Repl | None = None
         self._sandbox_ran = True  # until the first snapshot says otherwise
+        self._walk = fs.FolderWalk(self.workspace)
 
     # -- building blocks for high-level actions --------------------------------------------------------------
     def low(self, name: str, args: dict) -> str:
@@ -97,7 +100,23 @@ class Environment:
         what it really holds; the task's read-only files do not count). A workspace too deep or with too many
         files to walk raises fs.WalkLimitError: it fails closed, never counted short."""
         skip = set(self.read_only_files)
-        total = sum(entry.allocated for entry in fs.walk_files(self.workspace) if entry.rel not in skip)
+        total = 0
+        for folder in self._walk.folders():  # a folder whose entries did not change: its read-only files not looked at
+            names = folder.listing.files
+            if folder.trusted:
+                names = folder.listing.derived.get("counted")
+                if names is None:
+                    names = [n for n in folder.listing.files if folder.prefix + n not in skip]
+                    folder.listing.derived["counted"] = names
+            for name in names:
+                if folder.prefix + name in skip:
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=folder.fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    total += st.st_blocks * 512
         return total / (1024 * 1024)
 
     @property

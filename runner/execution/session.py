@@ -419,6 +419,7 @@ class RunSession:
             limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
             max_files=settings.BENCH_WORKSPACE_MAX_FILES,
         )
+        self.snapshotter.deltas_from(prepared.env_manifest_sha, prepared.env_manifest)  # a step stores its changes
         if not self.run.initial_snapshot:
             self.run.initial_snapshot = prepared.env_manifest_sha
             Run.objects.filter(pk=self.run.pk).update(initial_snapshot=prepared.env_manifest_sha)

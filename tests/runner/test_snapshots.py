@@ -105,3 +105,23 @@ def test_deep_nesting_is_an_error_for_snapshots_never_a_silent_cut_and_cleanup_s
         Snapshotter(env.workspace, BlobStore()).take()  # the deep file would be missing from a partial snapshot
     remove_tree(env.workspace)
     assert not env.workspace.exists()
+
+
+def test_a_compressible_file_is_stored_packed_and_restores_exactly_copied_or_linked(tmp_path):
+    store = BlobStore(tmp_path / "blobs")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = "".join(f"print('line {i}')\n" for i in range(2_000)).encode()
+    (workspace / "train.py").write_bytes(script)
+    (workspace / "noise.bin").write_bytes(os.urandom(50_000))  # zlib cannot shrink it: stored as it is
+    _, manifest = Snapshotter(workspace, store).take()
+
+    assert stored_bytes(store) < 50_000 + len(script) // 4
+    assert store.read_bytes(manifest["train.py"][0]) == script
+    copied = manifest_restore(manifest, tmp_path / "copied", store)
+    assert (tmp_path / "copied" / "train.py").read_bytes() == script
+    assert copied.take()[1] == manifest
+
+    manifest_restore(manifest, tmp_path / "linked", store, link={"train.py"})  # read-only data is linked, packed or not
+    linked = tmp_path / "linked" / "train.py"
+    assert linked.read_bytes() == script and linked.stat().st_ino == store.path(manifest["train.py"][0]).stat().st_ino

@@ -183,7 +183,9 @@ def test_a_binary_file_shows_its_size_and_digest_and_every_file_downloads_at_eve
 def test_the_whole_workspace_after_a_step_downloads_as_a_zip_unless_it_is_over_the_limit(client, tiny_task, settings):
     run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=1)
     big = b"x" * (3 << 20)
-    step(run, 0, files={"train.py": b"print(1)\n", "data/big.bin": big, "bad\udcffname.txt": b"odd"})
+    notes = b"epoch done\n" * 100  # small and compressible: stored packed
+    files = {"train.py": b"print(1)\n", "data/big.bin": big, "bad\udcffname.txt": b"odd", "notes.txt": notes}
+    step(run, 0, files=files)
     url = reverse("runner:step_workspace_zip", args=[run.pk, 0])
 
     response = client.get(url)
@@ -192,8 +194,9 @@ def test_the_whole_workspace_after_a_step_downloads_as_a_zip_unless_it_is_over_t
     refused = client.get(url)
 
     assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}-step-0-workspace.zip"'
-    assert sorted(archive.namelist()) == ["bad\\xffname.txt", "data/big.bin", "train.py"]
+    assert sorted(archive.namelist()) == ["bad\\xffname.txt", "data/big.bin", "notes.txt", "train.py"]
     assert archive.read("data/big.bin") == big and archive.read("train.py") == b"print(1)\n"
+    assert archive.read("notes.txt") == notes
     assert refused.status_code == 413 and "BENCH_WORKSPACE_ZIP_MAX_MB" in refused.content.decode()
 
 
