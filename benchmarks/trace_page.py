@@ -21,13 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scratch import django_scratch
 
 PLAN = "Research Plan and Status"
 
@@ -109,16 +105,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
     args = parser.parse_args()
-    var = Path(tempfile.mkdtemp(prefix="tracebench-"))
-    os.environ["BENCH_VAR_DIR"] = str(var)
-    for name in ("DATABASE_URL", "BENCH_RUNS_DIR", "BENCH_TASK_CACHE_DIR", "BENCH_BLOB_DIR", "MEDIA_ROOT", "DEBUG"):
-        os.environ.pop(name, None)  # never the deployment's database or folders by accident
-    if args.database_url:
-        os.environ["DATABASE_URL"] = args.database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    import django
-
-    django.setup()
+    django_scratch("tracebench-", args.database_url)
     from django.conf import settings
     from django.core.cache import cache
     from django.core.management import call_command

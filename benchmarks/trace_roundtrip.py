@@ -16,13 +16,10 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scratch import django_scratch
 
 PACKAGE = {
     "task.toml": 'title = "Round trip"\ncategory = "canonical"\n[metric]\nname = "value"\nhigher_is_better = true\n',
@@ -46,16 +43,7 @@ def main() -> None:
     parser.add_argument("--data-mb", type=int, default=20)
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
     args = parser.parse_args()
-    var = Path(tempfile.mkdtemp(prefix="roundtripbench-"))
-    os.environ["BENCH_VAR_DIR"] = str(var)
-    for name in ("DATABASE_URL", "BENCH_RUNS_DIR", "BENCH_TASK_CACHE_DIR", "BENCH_BLOB_DIR", "MEDIA_ROOT", "DEBUG"):
-        os.environ.pop(name, None)  # never the deployment's database or folders by accident
-    if args.database_url:
-        os.environ["DATABASE_URL"] = args.database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
-    import django
-
-    django.setup()
+    var = django_scratch("roundtripbench-", args.database_url)
     from django.conf import settings
     from django.core.management import call_command
     from django.utils import timezone

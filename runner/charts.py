@@ -50,6 +50,19 @@ def horizontal_lines(lines: list[tuple[float, str]], **line) -> dict:
     return {"shapes": shapes, "annotations": annotations} if lines else {}
 
 
+def steps_layout(metric: str, lines: list[tuple[float, str]], *, height: int) -> dict:
+    """The layout of a chart of ``metric`` after each step, with dashed horizontal ``lines`` (y, label)."""
+    return {
+        **LAYOUT,
+        "height": height,
+        "margin": {**LAYOUT["margin"], "b": 45},
+        "title": {"text": f"{metric} after each step"},
+        **horizontal_lines(lines),
+        "xaxis": axis("step"),
+        "yaxis": axis(metric),
+    }
+
+
 def score_over_steps_figure(
     steps: list[dict],
     *,
@@ -70,15 +83,7 @@ def score_over_steps_figure(
         if threshold is not None and baseline != 0:
             success = baseline + (1 if higher_is_better else -1) * threshold * abs(baseline)
             lines.append((success, f"success ({threshold:.0%} better)"))
-    layout = {
-        **LAYOUT,
-        "height": 260,
-        "margin": {**LAYOUT["margin"], "b": 45},
-        "title": {"text": f"{metric} after each step"},
-        **horizontal_lines(lines),
-        "xaxis": axis("step"),
-        "yaxis": axis(metric),
-    }
+    layout = steps_layout(metric, lines, height=260)
     trace = {
         "mode": "lines+markers",
         "name": "score",
@@ -109,13 +114,5 @@ def scores_overlaid_figure(
     ]
     if not traces:
         return None
-    layout = {
-        **LAYOUT,
-        "height": 300,
-        "margin": {**LAYOUT["margin"], "b": 45},
-        "title": {"text": f"{metric} after each step"},
-        **horizontal_lines([(baseline, "baseline")] if baseline is not None else []),
-        "xaxis": axis("step"),
-        "yaxis": axis(metric),
-    }
+    layout = steps_layout(metric, [(baseline, "baseline")] if baseline is not None else [], height=300)
     return figure(traces, layout=layout)

@@ -1,0 +1,29 @@
+"""What the benchmarks share: Django set up on throwaway folders and a database given on the command line,
+never the deployment's."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOYMENT = ("DATABASE_URL", "BENCH_RUNS_DIR", "BENCH_TASK_CACHE_DIR", "BENCH_BLOB_DIR", "MEDIA_ROOT", "DEBUG")
+
+
+def django_scratch(prefix: str, database_url: str = "") -> Path:
+    """Set Django up with a temporary var folder (blobs, workspaces, the default SQLite database) and
+    ``database_url`` if given (a scratch database: it is migrated and written to); returns the var folder."""
+    sys.path.insert(0, str(ROOT))
+    var = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["BENCH_VAR_DIR"] = str(var)
+    for name in DEPLOYMENT:
+        os.environ.pop(name, None)  # never the deployment's database or folders by accident
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    return var
