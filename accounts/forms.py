@@ -22,4 +22,8 @@ class SignUpForm(UserCreationForm):
 
 
 class TokenCreateForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="What the token is for, e.g. the machine or script that uses it.")
+    name = forms.CharField(
+        label="New token's name",
+        max_length=100,
+        help_text="What the token is for, e.g. the machine or script that uses it.",
+    )

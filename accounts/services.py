@@ -17,6 +17,14 @@ def user_signup(*, username: str, email: str, password: str) -> AbstractBaseUser
     return get_user_model().objects.create_user(username=username, email=email, password=password)
 
 
+#: Tokens one user may hold at once: a forgotten script's token should be revoked, not piled up.
+TOKENS_PER_USER_MAX = 20
+
+
+class TokenLimitError(Exception):
+    """The user holds TOKENS_PER_USER_MAX tokens already."""
+
+
 @dataclass(frozen=True)
 class NewToken:
     token: ApiToken
@@ -24,11 +32,16 @@ class NewToken:
 
 
 def token_create(*, user: AbstractBaseUser, name: str) -> NewToken:
-    """A new named token of ``user``. The key is ``mlb_<prefix>_<secret>``; only the prefix and the key's
-    sha256 are stored."""
+    """A new named token of ``user``. The key is ``mlb_<prefix>_<secret>`` (12 and 48 hex digits); only the
+    prefix and the key's sha256 are stored. Raises TokenLimitError when ``user`` holds TOKENS_PER_USER_MAX
+    tokens already."""
+    if ApiToken.objects.filter(user=user).count() >= TOKENS_PER_USER_MAX:
+        raise TokenLimitError(
+            f"you hold {TOKENS_PER_USER_MAX} tokens, the most one account may: revoke one you no longer use first"
+        )
     for _ in range(5):
         prefix = secrets.token_hex(6)
-        key = f"{KEY_MARK}{prefix}_{secrets.token_urlsafe(32)}"
+        key = f"{KEY_MARK}{prefix}_{secrets.token_hex(24)}"
         try:
             with transaction.atomic():
                 token = ApiToken.objects.create(user=user, name=name, prefix=prefix, digest=key_digest(key))

@@ -11,7 +11,7 @@ from bench.roles import roles_of
 
 from .forms import SignUpForm, TokenCreateForm
 from .selectors import user_agents, user_recent_runs, user_tokens
-from .services import NewToken, token_create, token_revoke, user_signup
+from .services import NewToken, TokenLimitError, token_create, token_revoke, user_signup
 from .throttle import throttle_hit
 
 
@@ -96,7 +96,11 @@ def token_create_view(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, f"No token created: {form.errors['name'][0]}")
         return redirect("accounts:account")
-    new = token_create(user=request.user, name=form.cleaned_data["name"])
+    try:
+        new = token_create(user=request.user, name=form.cleaned_data["name"])
+    except TokenLimitError as exc:
+        messages.error(request, f"No token created: {exc}.")
+        return redirect("accounts:account")
     # The key is shown in this answer only: no redirect to a page that would have to keep it somewhere.
     return _account_page(request, new=new, status=201)
 

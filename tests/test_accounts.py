@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts.models import ApiToken
-from accounts.services import token_create
+from accounts.services import TOKENS_PER_USER_MAX, token_create
 from bench.roles import REVIEWER_GROUP, is_reviewer, is_staff, roles_of
 
 from .factories import AgentFactory, RunFactory
@@ -302,6 +302,21 @@ def test_a_token_needs_a_name(client, people):
 
     assert "No token created: This field is required." in response.content.decode()
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.django_db
+def test_one_user_holds_at_most_so_many_tokens(client, people):
+    for n in range(TOKENS_PER_USER_MAX):
+        token_create(user=people["owner"], name=f"t{n}")
+    token_create(user=people["stranger"], name="others count apart")
+    client.force_login(people["owner"])
+
+    response = client.post(reverse("accounts:token_create"), {"name": "one more"}, follow=True)
+
+    assert f"No token created: you hold {TOKENS_PER_USER_MAX} tokens, the most one account may" in (
+        response.content.decode()
+    )
+    assert ApiToken.objects.filter(user=people["owner"]).count() == TOKENS_PER_USER_MAX
 
 
 @pytest.mark.django_db
