@@ -7,8 +7,8 @@ from . import views
 app_name = "accounts"
 urlpatterns = [
     path("", views.account_view, name="account"),
-    path("signup/", views.signup_view, name="signup"),
-    path("login/", views.SignInView.as_view(template_name="accounts/login.html"), name="login"),
+    path("signup/", views.SignUpView.as_view(), name="signup"),
+    path("login/", views.SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),  # POST only (Django 5)
     path(
         "password/",

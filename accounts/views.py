@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
+from django.views.generic import FormView
 
 from bench.roles import roles_of
 
@@ -15,60 +16,72 @@ from .services import NewToken, TokenLimitError, token_create, token_revoke, use
 from .throttle import throttle_hit
 
 
-def _throttled(request: HttpRequest, *, scope: str, limit: int, what: str) -> str | None:
-    """The message for a throttled POST of ``scope`` (and the attempt counted), or None when it may go on."""
-    wait = throttle_hit(scope=scope, request=request, limit=limit)
-    if not wait:
-        return None
-    return f"Too many {what} attempts from your address: try again in {wait} seconds."
+class ThrottledPostMixin:
+    """Counts each POST from the request's address (``throttle_hit``); over ``throttle_limit()`` a minute, the
+    form is shown again, unbound (so nothing is checked: not a password, not an address), with how long to wait
+    and a 429. Only ``throttle_keep`` fields are filled back in (never a password)."""
+
+    throttle_scope: str
+    throttle_what: str
+    throttle_keep: tuple[str, ...] = ()
+
+    def throttle_limit(self) -> int:
+        return settings.BENCH_SIGNIN_PER_MINUTE
+
+    def post(self, request, *args, **kwargs):
+        wait = throttle_hit(scope=self.throttle_scope, request=request, limit=self.throttle_limit())
+        if not wait:
+            return super().post(request, *args, **kwargs)
+        form_kwargs = self.get_form_kwargs()
+        form_kwargs.pop("data", None)
+        form_kwargs.pop("files", None)
+        form_kwargs["initial"] = {name: request.POST.get(name, "") for name in self.throttle_keep}
+        refused = f"Too many {self.throttle_what} attempts from your address: try again in {wait} seconds."
+        context = self.get_context_data(form=self.get_form_class()(**form_kwargs), refused=refused)
+        return self.render_to_response(context, status=429)
 
 
-def signup_view(request: HttpRequest) -> HttpResponse:
-    if request.user.is_authenticated:
-        return redirect("accounts:account")
-    form = SignUpForm(request.POST or None)
-    if request.method == "POST":
-        refused = _throttled(request, scope="signup", limit=settings.BENCH_SIGNUP_PER_MINUTE, what="sign-up")
-        if refused:
-            form.add_error(None, refused)
-            return render(request, "accounts/signup.html", {"form": form}, status=429)
-        if form.is_valid():
-            user = user_signup(
-                username=form.cleaned_data["username"],
-                email=form.cleaned_data["email"],
-                password=form.cleaned_data["password1"],
-            )
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            messages.success(request, f"Welcome, {user.get_username()}: you are signed in.")
+class SignUpView(ThrottledPostMixin, FormView):
+    """Username, email, password twice; the new submitter is signed in at once."""
+
+    form_class = SignUpForm
+    template_name = "accounts/signup.html"
+    throttle_scope, throttle_what, throttle_keep = "signup", "sign-up", ("username", "email")
+
+    def throttle_limit(self) -> int:
+        return settings.BENCH_SIGNUP_PER_MINUTE
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated:
             return redirect("accounts:account")
-    return render(request, "accounts/signup.html", {"form": form}, status=400 if form.errors else 200)
+        return super().dispatch(request, *args, **kwargs)
+
+    def form_valid(self, form: SignUpForm) -> HttpResponse:
+        user = user_signup(
+            username=form.cleaned_data["username"],
+            email=form.cleaned_data["email"],
+            password=form.cleaned_data["password1"],
+        )
+        login(self.request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(self.request, f"Welcome, {user.get_username()}: you are signed in.")
+        return redirect("accounts:account")
+
+    def form_invalid(self, form: SignUpForm) -> HttpResponse:
+        return self.render_to_response(self.get_context_data(form=form), status=400)
 
 
-class SignInView(auth_views.LoginView):
+class SignInView(ThrottledPostMixin, auth_views.LoginView):
     """Django's sign-in, throttled per address."""
 
+    template_name = "accounts/login.html"
     redirect_authenticated_user = True
-
-    def post(self, request, *args, **kwargs):
-        refused = _throttled(request, scope="signin", limit=settings.BENCH_SIGNIN_PER_MINUTE, what="sign-in")
-        if refused:
-            form = self.get_form()
-            form.errors.clear()
-            form.add_error(None, refused)
-            return self.render_to_response(self.get_context_data(form=form), status=429)
-        return super().post(request, *args, **kwargs)
+    throttle_scope, throttle_what, throttle_keep = "signin", "sign-in", ("username",)
 
 
-class PasswordResetView(auth_views.PasswordResetView):
+class PasswordResetView(ThrottledPostMixin, auth_views.PasswordResetView):
     """Django's password reset by email, throttled per address like signing in (each request sends a mail)."""
 
-    def post(self, request, *args, **kwargs):
-        refused = _throttled(request, scope="reset", limit=settings.BENCH_SIGNIN_PER_MINUTE, what="password reset")
-        if refused:
-            form = self.get_form()
-            form.add_error(None, refused)
-            return self.render_to_response(self.get_context_data(form=form), status=429)
-        return super().post(request, *args, **kwargs)
+    throttle_scope, throttle_what, throttle_keep = "reset", "password reset", ("email",)
 
 
 def _account_page(request: HttpRequest, *, new: NewToken | None = None, status: int = 200) -> HttpResponse:

@@ -8,6 +8,7 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, Group
+from django.contrib.auth.signals import user_login_failed
 from django.core import mail
 from django.core.cache import cache
 from django.db import connection
@@ -364,6 +365,18 @@ def test_signing_in_is_throttled_per_address_even_with_the_right_password(client
     assert refused.status_code == 429
     assert "Too many sign-in attempts from your address" in refused.content.decode()
     assert "_auth_user_id" not in client.session
+    assert 'value="ada"' in refused.content.decode()  # the username is kept
+    failed = []
+
+    def record(sender, **kwargs):
+        failed.append(kwargs["credentials"]["username"])
+
+    user_login_failed.connect(record)
+    try:
+        signin(client, password="guess")
+    finally:
+        user_login_failed.disconnect(record)
+    assert failed == []  # a throttled attempt checks no password at all
     assert signin(client, REMOTE_ADDR="10.1.2.3").status_code == 302
 
 
