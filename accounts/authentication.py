@@ -12,7 +12,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from .models import KEY_MARK, ApiToken
 from .selectors import token_find
 
-#: ``last_used_at`` is written at most this often per token: one cheap UPDATE, not one per request.
+#: ``last_used_at`` is written at most this often per token: no write (no query) on most requests.
 LAST_USED_EVERY = timedelta(minutes=1)
 
 
@@ -45,7 +45,9 @@ class ApiTokenAuthentication(BaseAuthentication):
         if not token.user.is_active:
             raise AuthenticationFailed("User inactive or deleted.")
         now = timezone.now()
-        ApiToken.objects.filter(pk=token.pk).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_EVERY)
-        ).update(last_used_at=now)
+        if token.last_used_at is None or token.last_used_at < now - LAST_USED_EVERY:
+            # Conditional: of concurrent requests with one token, one writes.
+            ApiToken.objects.filter(pk=token.pk).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_EVERY)
+            ).update(last_used_at=now)
         return token.user, token

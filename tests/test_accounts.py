@@ -262,6 +262,19 @@ def test_a_token_is_shown_once_stored_hashed_and_acts_as_its_user(client, people
 
 
 @pytest.mark.django_db
+def test_a_token_used_again_within_a_minute_costs_no_write(client, people):
+    key = token_create(user=people["owner"], name="ci").key
+    api_runs(client, key)  # the first use writes last_used_at
+    first = ApiToken.objects.get().last_used_at
+
+    with CaptureQueriesContext(connection) as again:
+        assert api_runs(client, key).status_code == 200
+
+    assert not [q for q in again.captured_queries if q["sql"].startswith('UPDATE "accounts_apitoken"')]
+    assert ApiToken.objects.get().last_used_at == first
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("change", ["last character", "unknown prefix", "no secret"])
 def test_a_wrong_key_is_refused(client, people, change):
     key = token_create(user=people["owner"], name="ci").key
