@@ -1,21 +1,48 @@
-"""Who may do what beyond reading: staff (``is_staff``) and reviewers (members of the "reviewer" group, or staff),
-who tag runs and steps with failure modes."""
+"""Who someone is on the site. Roles are not flags of their own:
+
+- visitor: anyone, signed in or not (the public pages);
+- submitter: any signed-in user (uploads agents and traces, sees their own private things);
+- reviewer: a member of the Django group ``reviewer`` (created by a migration of ``accounts``; staff add people
+  to it in the admin). Being staff does not make one a reviewer: add staff to the group to let them review;
+- staff: ``is_staff`` (curates tasks, starts and cancels runs, uses the admin).
+
+Pages and APIs ask these helpers, never the group's name or the flag directly.
+"""
 
 from __future__ import annotations
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+
 REVIEWER_GROUP = "reviewer"
 
-
-def is_staff(user) -> bool:
-    return bool(user is not None and user.is_authenticated and user.is_active and user.is_staff)
+User = AbstractBaseUser | AnonymousUser
 
 
-def is_reviewer(user) -> bool:
+def is_submitter(user: User) -> bool:
+    return bool(user.is_authenticated and user.is_active)
+
+
+def is_reviewer(user: User) -> bool:
+    return is_submitter(user) and user.groups.filter(name=REVIEWER_GROUP).exists()
+
+
+def is_staff(user: User) -> bool:
+    return is_submitter(user) and bool(user.is_staff)
+
+
+def roles_of(user: User) -> list[str]:
+    """The roles ``user`` holds, from the least to the most trusted."""
+    roles = ["visitor"]
+    if is_submitter(user):
+        roles.append("submitter")
+    if is_reviewer(user):
+        roles.append("reviewer")
     if is_staff(user):
-        return True
-    return bool(
-        user is not None
-        and user.is_authenticated
-        and user.is_active
-        and user.groups.filter(name=REVIEWER_GROUP).exists()
-    )
+        roles.append("staff")
+    return roles
+
+
+def may_review(user: User) -> bool:
+    """Reviewers and staff tag runs and steps with failure modes."""
+    return is_reviewer(user) or is_staff(user)

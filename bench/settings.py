@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "task_bank",
     "runner",
     "leaderboard",
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -159,11 +160,37 @@ WHITENOISE_ADD_HEADERS_FUNCTION = _static_headers
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "accounts:account"
+LOGOUT_REDIRECT_URL = "leaderboard:home"
+# Attempts per minute from one address (counted in Django's cache, per process unless CACHES is shared): a
+# sign-up, a sign-in or a password reset request over the limit is answered 429 with how long to wait.
+BENCH_SIGNUP_PER_MINUTE = env_int("BENCH_SIGNUP_PER_MINUTE", 5)
+BENCH_SIGNIN_PER_MINUTE = env_int("BENCH_SIGNIN_PER_MINUTE", 10)
+
+# --- Email (password reset links) ---------------------------------------------------------------------
+# Printed to the console unless BENCH_EMAIL_HOST names an SMTP server.
+BENCH_EMAIL_HOST = os.environ.get("BENCH_EMAIL_HOST", "")
+if BENCH_EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_HOST = BENCH_EMAIL_HOST
+    EMAIL_PORT = env_int("BENCH_EMAIL_PORT", 587)
+    EMAIL_HOST_USER = os.environ.get("BENCH_EMAIL_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("BENCH_EMAIL_PASSWORD", "")
+    EMAIL_USE_TLS = env_bool("BENCH_EMAIL_USE_TLS", True)
+    EMAIL_USE_SSL = env_bool("BENCH_EMAIL_USE_SSL", False)
+    EMAIL_TIMEOUT = env_int("BENCH_EMAIL_TIMEOUT_S", 30)
+    if EMAIL_USE_TLS and EMAIL_USE_SSL:
+        raise ImproperlyConfigured("set only one of BENCH_EMAIL_USE_TLS and BENCH_EMAIL_USE_SSL")
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = os.environ.get("BENCH_EMAIL_FROM", "mlab-bench <noreply@localhost>")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
+        # Named tokens of the account page (keys start with mlb_), then rest_framework.authtoken's single ones.
+        "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
@@ -174,7 +201,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlab-bench API",
     "DESCRIPTION": "Tasks, runs, their steps and the leaderboard. Reads are open; starting and cancelling runs "
-    "needs a staff account (session or `Authorization: Token <key>`).",
+    "needs a staff account (session or `Authorization: Token <key>`, a key made on the account page).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/v1/traces/", trace_import_api, name="api-traces"),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("account/", include("accounts.urls")),
     path("", include("leaderboard.urls")),
     path("", include("runner.urls")),
 ]

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from bench.roles import is_reviewer
+from bench.roles import may_review
 
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure, scores_overlaid_figure
@@ -206,7 +206,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     where = StepFilter.from_query(request.GET)
     context = _steps_context(run, where)
-    context["reviewer"] = is_reviewer(request.user)
+    context["reviewer"] = may_review(request.user)
     context["score_chart"] = _score_chart(run)
     context["actions"] = [spec.name for spec in ACTIONS]
     context["matching"] = where.apply(Step.objects.filter(run=run)).count() if where else None
@@ -220,7 +220,7 @@ def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     if before is None:
         return HttpResponseBadRequest("?before= needs a step index (a whole number)")
     context = _steps_context(run, StepFilter.from_query(request.GET), before=before)
-    context["reviewer"] = is_reviewer(request.user)
+    context["reviewer"] = may_review(request.user)
     return render(request, "runner/run_detail.html#earlier-page", context)
 
 
@@ -232,7 +232,7 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     if after is None:
         return HttpResponseBadRequest("?after= needs a step index (a whole number, -1 for none)")
     context = _steps_context(run, StepFilter.from_query(request.GET), after=after)
-    context["reviewer"] = is_reviewer(request.user)
+    context["reviewer"] = may_review(request.user)
     context["score_chart"] = _score_chart(run)
     response = render(request, "runner/run_detail.html#poll", context)
     if request.user.is_staff and not run.is_live:
@@ -454,7 +454,7 @@ def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
 
 
 def _reviewer_or_403(request: HttpRequest) -> None:
-    if not is_reviewer(request.user):
+    if not may_review(request.user):
         raise PermissionDenied("reviewers (and staff) tag runs and steps")
 
 

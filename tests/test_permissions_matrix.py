@@ -13,6 +13,8 @@ from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from accounts.models import ApiToken
+from accounts.services import token_create
 from runner.models import ReviewTag, Run, Step
 from task_bank.models import Task, TaskVersion
 
@@ -275,3 +277,38 @@ def test_only_staff_change_state(name, who, client, people, objects, django_capt
         assert case.refused(who, response), f"{who} got {response.status_code}"
         assert after == before, f"{who}'s refused request changed something"
         assert jobs == [], f"{who}'s refused request queued a job"
+
+
+# --- Account pages -------------------------------------------------------------------------------------------
+# Signing up, in and out and the password pages change only the account of whoever sends them (or make one):
+# tests/test_accounts.py covers them. API tokens are made and revoked on the account page, by their owner only:
+# staff included, nobody revokes someone else's token there (the admin lists tokens for that).
+
+
+def tokens_state() -> list:
+    return sorted(ApiToken.objects.values_list("pk", "user__username", "name"))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who", WHO)
+def test_tokens_are_made_and_revoked_by_their_owner_only(who, client, people):
+    owners = token_create(user=people["owner"], name="owner's").token
+    if who != "anonymous":
+        client.force_login(people[who])
+    before = tokens_state()
+
+    created = client.post(reverse("accounts:token_create"), {"name": "mine"})
+    revoked = client.post(reverse("accounts:token_revoke", args=[owners.pk]))
+
+    after = tokens_state()
+    if who == "anonymous":
+        for response in (created, revoked):
+            assert response.status_code == 302 and response.url.startswith(reverse("accounts:login"))
+        assert after == before
+        return
+    username = people[who].username
+    assert created.status_code == 201
+    new = [row for row in after if row not in before]
+    assert [(user, name) for _, user, name in new] == [(username, "mine")]
+    assert revoked.status_code == 302
+    assert ApiToken.objects.filter(pk=owners.pk).exists() == (who != "owner")

@@ -35,3 +35,43 @@ def test_the_favicon_is_found_where_browsers_look_for_it(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"] == "/static/favicon.svg"
     assert client.get(response["Location"]).status_code == 200
+
+
+def settings_with(monkeypatch, **env) -> dict:
+    """bench/settings.py read afresh under these environment variables."""
+    import runpy
+    from pathlib import Path
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(Path(__file__).parent.parent / "bench" / "settings.py"))
+
+
+def test_emails_go_to_the_console_unless_an_smtp_server_is_named(monkeypatch):
+    monkeypatch.delenv("BENCH_EMAIL_HOST", raising=False)
+    assert settings_with(monkeypatch)["EMAIL_BACKEND"] == "django.core.mail.backends.console.EmailBackend"
+
+    smtp = settings_with(
+        monkeypatch,
+        BENCH_EMAIL_HOST="mail.example.org",
+        BENCH_EMAIL_PORT="465",
+        BENCH_EMAIL_USER="bench",
+        BENCH_EMAIL_PASSWORD="secret",
+        BENCH_EMAIL_USE_TLS="off",
+        BENCH_EMAIL_USE_SSL="on",
+        BENCH_EMAIL_FROM="Bench <bench@example.org>",
+    )
+    assert smtp["EMAIL_BACKEND"] == "django.core.mail.backends.smtp.EmailBackend"
+    assert (smtp["EMAIL_HOST"], smtp["EMAIL_PORT"], smtp["EMAIL_HOST_USER"], smtp["EMAIL_HOST_PASSWORD"]) == (
+        "mail.example.org",
+        465,
+        "bench",
+        "secret",
+    )
+    assert (smtp["EMAIL_USE_TLS"], smtp["EMAIL_USE_SSL"], smtp["DEFAULT_FROM_EMAIL"]) == (
+        False,
+        True,
+        "Bench <bench@example.org>",
+    )
+    with pytest.raises(ImproperlyConfigured, match="only one of BENCH_EMAIL_USE_TLS and BENCH_EMAIL_USE_SSL"):
+        settings_with(monkeypatch, BENCH_EMAIL_USE_TLS="on")
