@@ -27,7 +27,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from task_bank.archive import extracted
 from task_bank.package import TaskPackageError, iter_files, package_digest
@@ -77,7 +77,12 @@ def agent_manifest_parse(text: str) -> dict:
 
 def _smoke_test(package: Path, data: dict) -> None:
     try:
-        agent_smoke_test(package=package, entrypoint=data["entrypoint"], config=data.get("config", {}))
+        agent_smoke_test(
+            package=package,
+            entrypoint=data["entrypoint"],
+            config=data.get("config", {}),
+            uses_llm=bool(data.get("uses_llm", False)),
+        )
     except AgentSmokeError as exc:
         raise AgentPackageError(f"the smoke test failed: {exc}") from exc
 
@@ -150,7 +155,12 @@ def agent_import(
                         folder.chmod(0o755)  # readable by the sandbox user the agent runs as
                     if smoke_test:
                         _smoke_test(tmp, data)
-                    tmp.rename(dest)
+                    try:
+                        tmp.rename(dest)
+                    except OSError:
+                        if not dest.is_dir():  # else: the same files, stored meanwhile by another upload
+                            raise
+                        shutil.rmtree(tmp, ignore_errors=True)
                 except BaseException:
                     shutil.rmtree(tmp, ignore_errors=True)
                     raise
@@ -158,21 +168,29 @@ def agent_import(
                 _smoke_test(dest, data)
     except TaskPackageError as exc:
         raise AgentPackageError(str(exc)) from exc
-    with transaction.atomic():
-        agent = Agent.objects.create(
-            name=data["name"],
-            version=version,
-            kind=Agent.Kind.PACKAGE,
-            entrypoint=data["entrypoint"],
-            package_digest=digest,
-            package_path=str(dest),
-            description=str(data.get("description", "")) if description is None else description,
-            uses_llm=bool(data.get("uses_llm", False)),
-            default_model=str(data.get("default_model", "")),
-            config=data.get("config", {}),
-            owner=owner,
-            visibility=visibility,
-        )
+    try:
+        with transaction.atomic():
+            agent = Agent.objects.create(
+                name=data["name"],
+                version=version,
+                kind=Agent.Kind.PACKAGE,
+                entrypoint=data["entrypoint"],
+                package_digest=digest,
+                package_path=str(dest),
+                description=str(data.get("description", "")) if description is None else description,
+                uses_llm=bool(data.get("uses_llm", False)),
+                default_model=str(data.get("default_model", "")),
+                config=data.get("config", {}),
+                owner=owner,
+                visibility=visibility,
+            )
+    except IntegrityError:  # the same name and version, written meanwhile by another import
+        existing = Agent.objects.get(name=data["name"], version=version)
+        if existing.package_digest != digest:
+            raise AgentPackageError(
+                f"{data['name']}@{version} already exists with other files; give the package a new version"
+            ) from None
+        return existing, False
     return agent, True
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from django.conf import settings
 
 from .actions import catalogue_for_agent
-from .actions.handlers import HANDLERS
+from .actions.handlers import HANDLERS, LLM_HANDLERS
 from .agents import agent_popen
-from .models import RunLimits
+from .models import Run, RunLimits
 from .protocol import AgentChannel, AgentExited, BadMessage
 from .sandbox import SandboxError
 from .sandboxes import get_sandbox
@@ -33,6 +33,9 @@ SMOKE_TASK = {
 }
 
 
+SMOKE_MODEL = "smoke-test-model"
+
+
 class AgentSmokeError(Exception):
     """The agent did not answer its first message; the message says how it failed, with its stderr tail."""
 
@@ -41,14 +44,17 @@ class _OutOfTime(Exception):
     pass
 
 
-def smoke_start_message(*, config: dict) -> dict:
-    """The first message of a run of the smoke-test task, as a run's conversation sends it (no model: no LLM)."""
+def smoke_start_message(*, config: dict, uses_llm: bool) -> dict:
+    """The first message of a run of the smoke-test task, as a run's conversation sends it. An agent that uses an
+    LLM is given a model's name (and the LLM-backed actions), as its runs will be; nothing it asks is answered."""
+    model = SMOKE_MODEL if uses_llm else ""
+    names = [*HANDLERS, *LLM_HANDLERS] if uses_llm else list(HANDLERS)
     return {
         "type": "start",
         "protocol": 1,
-        "run": {"id": 0, "attempt": 1, "model": "", "models": {}},
+        "run": {"id": 0, "attempt": 1, "model": model, "models": Run(model=model).models_allowed},
         "task": SMOKE_TASK,
-        "actions": catalogue_for_agent([name for name in HANDLERS]),
+        "actions": catalogue_for_agent(names),
         "limits": RunLimits(max_steps=10, max_time_s=600).as_message(),
         "config": dict(config),
         "history": [],
@@ -56,7 +62,9 @@ def smoke_start_message(*, config: dict) -> dict:
     }
 
 
-def agent_smoke_test(*, package: Path, entrypoint: str, config: dict, timeout_s: float | None = None) -> dict:
+def agent_smoke_test(
+    *, package: Path, entrypoint: str, config: dict, uses_llm: bool = False, timeout_s: float | None = None
+) -> dict:
     """Start the package's agent and return its answer to the start message, or raise AgentSmokeError."""
     timeout_s = settings.BENCH_AGENT_SMOKE_TIMEOUT_S if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
@@ -72,7 +80,7 @@ def agent_smoke_test(*, package: Path, entrypoint: str, config: dict, timeout_s:
             raise AgentSmokeError(f"the agent could not be started: {exc}") from exc
         channel = AgentChannel(proc, Path(scratch) / "stderr.log")
         try:
-            channel.send(smoke_start_message(config=config), tick=tick)
+            channel.send(smoke_start_message(config=config, uses_llm=uses_llm), tick=tick)
             return channel.receive(tick=tick, tick_every=0.2)
         except _OutOfTime:
             reason = f"the agent did not answer its first message within {timeout_s:g} s"

@@ -230,3 +230,23 @@ def test_uploads_are_throttled_per_user(client, alice, bob, monkeypatch):
 
     client.force_login(bob)
     assert client.post("/api/v1/agents/", not_a_zip()).status_code == 400
+
+
+@pytest.mark.django_db
+def test_an_agent_that_uses_an_llm_is_smoke_tested_with_a_model_and_may_answer_with_a_request(alice):
+    asker = agent_zip(
+        {
+            "agent.toml": 'name = "asker"\nversion = "1"\nentrypoint = "asker"\nuses_llm = true\n',
+            "asker.py": (
+                "import json, sys\n"
+                "start = json.loads(sys.stdin.readline())\n"
+                "fast = start['run']['models']['fast']  # a run of an LLM agent always has its models\n"
+                "assert 'Understand File' in [a['name'] for a in start['actions']]\n"
+                "print(json.dumps({'type': 'llm', 'model': fast, 'messages': [{'role': 'user', 'content': 'hi'}]}))\n"
+                "sys.stdout.flush()\n"
+                "sys.stdin.readline()\n"
+            ),
+        }
+    )
+    agent, created = agent_upload(upload=asker, submitter=alice, visibility="public")
+    assert created and agent.uses_llm
