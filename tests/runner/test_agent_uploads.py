@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runner.agent_packages import AgentPackageError, agent_upload
 from runner.api import AgentUploadThrottle
@@ -250,3 +252,25 @@ def test_an_agent_that_uses_an_llm_is_smoke_tested_with_a_model_and_may_answer_w
     )
     agent, created = agent_upload(upload=asker, submitter=alice, visibility="public")
     assert created and agent.uses_llm
+
+
+@pytest.mark.django_db
+def test_the_agent_pages_cost_the_same_queries_however_many_agents(client, alice, tiny_task):
+    def make(n: int) -> None:
+        for i in range(n):
+            agent = AgentFactory(name=f"many-{n}-{i}", owner=alice)
+            AgentFactory(name=agent.name, version="2", owner=alice)
+            RunFactory(task_version=tiny_task, agent=agent, status="finished", succeeded=True)
+
+    def counts() -> list[int]:
+        found = []
+        for url in ("/agents/", "/api/v1/agents/", "/agents/many-1-0/"):
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(url).status_code == 200
+            found.append(len(queries))
+        return found
+
+    make(1)
+    few = counts()
+    make(12)
+    assert counts() == few
