@@ -274,3 +274,13 @@ def test_the_agent_pages_cost_the_same_queries_however_many_agents(client, alice
     few = counts()
     make(12)
     assert counts() == few
+
+
+@pytest.mark.django_db
+def test_the_admins_add_agent_form_shows_no_digest_or_path_fields_and_points_to_uploads(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("curator", password="x", is_staff=True, is_superuser=True))
+    page = client.get("/admin/runner/agent/add/").content.decode()
+
+    assert 'name="name"' in page and 'name="visibility"' in page
+    assert 'name="package_digest"' not in page and 'name="package_path"' not in page
+    assert '<a href="/agents/new/">upload it</a>' in page
