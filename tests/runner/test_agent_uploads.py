@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -284,3 +285,18 @@ def test_the_admins_add_agent_form_shows_no_digest_or_path_fields_and_points_to_
     assert 'name="name"' in page and 'name="visibility"' in page
     assert 'name="package_digest"' not in page and 'name="package_path"' not in page
     assert '<a href="/agents/new/">upload it</a>' in page
+
+
+@pytest.mark.django_db
+def test_import_agent_smoke_tests_on_request_and_the_upload_pages_name_is_reserved(tmp_path, settings):
+    crasher = tmp_path / "crasher"
+    crasher.mkdir()
+    (crasher / "agent.toml").write_text('name = "crasher"\nentrypoint = "crasher"\n')
+    (crasher / "crasher.py").write_text("raise SystemExit('no weights here')\n")
+    with pytest.raises(CommandError, match="the smoke test failed: the agent exited .code 1.(.|\n)*no weights here"):
+        call_command("import_agent", str(crasher), "--smoke-test")
+    assert not Agent.objects.filter(name="crasher").exists()
+
+    (crasher / "agent.toml").write_text('name = "new"\nentrypoint = "crasher"\n')
+    with pytest.raises(CommandError, match="agent name 'new' is reserved"):
+        call_command("import_agent", str(crasher))
