@@ -197,6 +197,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "bench.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
+    # Agent uploads run a smoke test in the sandbox: at most this many per user (?/minute, ?/hour, ?/day).
+    "DEFAULT_THROTTLE_RATES": {"agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour"},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlab-bench API",
@@ -332,3 +334,7 @@ BENCH_WORKSPACE_ZIP_MAX_MB = env_int("BENCH_WORKSPACE_ZIP_MAX_MB", 2048)
 BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)
 BENCH_TASK_MAX_FILE_BYTES = env_int("BENCH_TASK_MAX_FILE_BYTES", 1024**3)
 BENCH_TASK_MAX_FILES = env_int("BENCH_TASK_MAX_FILES", 100_000)
+# An uploaded agent must answer its first message within this many seconds (runner/agent_smoke.py).
+BENCH_AGENT_SMOKE_TIMEOUT_S = env_float("BENCH_AGENT_SMOKE_TIMEOUT_S", 60.0)
+# An uploaded agent package (a zip) may be at most this big.
+BENCH_AGENT_UPLOAD_MAX_BYTES = env_int("BENCH_AGENT_UPLOAD_MAX_BYTES", 50 * 1024**2)

@@ -32,6 +32,23 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["kind", "visibility"]
     list_select_related = ["owner"]
     search_fields = ["name"]
+    readonly_fields = ["package_digest", "package_path"]
+    fields = [
+        "name", "version", "kind", "entrypoint", "package_digest", "package_path", "description", "default_model",
+        "uses_llm", "config", "owner", "visibility",
+    ]  # fmt: skip
+
+    def get_fieldsets(self, request, obj=None):
+        """A package's files are written by an upload (or ``import_agent``), which checks and smoke-tests them:
+        their digest and path are never typed in here."""
+        upload = reverse("runner:agent_upload")
+        note = format_html(
+            'To add an agent package, <a href="{}">upload it</a> (or <code>manage.py import_agent</code>): its '
+            "files are checked, smoke-tested in the sandbox and stored by digest. Here, change its description, "
+            "owner or visibility.",
+            upload,
+        )
+        return [(None, {"fields": self.fields, "description": note})]
 
 
 @admin.register(Batch)

@@ -17,6 +17,7 @@ names a model or an endpoint is refused at import.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -25,14 +26,17 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import transaction
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
 
 from task_bank.archive import extracted
 from task_bank.package import TaskPackageError, iter_files, package_digest
 
+from .agent_smoke import AgentSmokeError, agent_smoke_test
 from .agents import BUILTIN_AGENTS
 from .models import Agent
 
+RESERVED_NAMES = {"new"}
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # [config] keys that would choose a model or an endpoint: the run's starter does that, never the package.
 MODEL_KEY_RE = re.compile(r"(^|[_-])(models?|endpoints?|base_?url|url|api_?key|api_?key_?env|provider)$", re.I)
@@ -56,6 +60,8 @@ def agent_manifest_parse(text: str) -> dict:
             raise AgentPackageError(f"agent.toml needs {key} (a string)")
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,99}", data["name"]):
         raise AgentPackageError(f"agent name {data['name']!r}: use lowercase letters, digits, '-' and '_'")
+    if data["name"] in RESERVED_NAMES:
+        raise AgentPackageError(f"agent name {data['name']!r} is reserved (the site's address /agents/new/)")
     if not MODULE_RE.match(data["entrypoint"]):
         raise AgentPackageError(f"entrypoint {data['entrypoint']!r} is not a Python module name")
     if not isinstance(data.get("config", {}), dict):
@@ -69,16 +75,39 @@ def agent_manifest_parse(text: str) -> dict:
     return data
 
 
+def _smoke_test(package: Path, data: dict) -> None:
+    try:
+        agent_smoke_test(
+            package=package,
+            entrypoint=data["entrypoint"],
+            config=data.get("config", {}),
+            uses_llm=bool(data.get("uses_llm", False)),
+        )
+    except AgentSmokeError as exc:
+        raise AgentPackageError(f"the smoke test failed: {exc}") from exc
+
+
 def _entrypoint_exists(root: Path, module: str) -> bool:
     path = root.joinpath(*module.split("."))
     return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
 
 
 def agent_import(
-    *, source: Path, owner: AbstractBaseUser | None = None, visibility: str = Agent.Visibility.PUBLIC
+    *,
+    source: Path,
+    owner: AbstractBaseUser | None = None,
+    visibility: str = Agent.Visibility.PUBLIC,
+    description: str | None = None,
+    only_own_names: bool = False,
+    smoke_test: bool = False,
 ) -> tuple[Agent, bool]:
-    """Import an agent package (folder or zip). The same name and version with other files is refused:
-    a version names one set of files. A private agent, its runs and steps are shown only to its owner and staff."""
+    """Import an agent package (folder or zip); returns the agent and whether it is new. The same name and version
+    with the same files is the agent already imported; with other files it is refused: a version names one set of
+    files. A private agent, its runs and steps are shown only to its owner and staff.
+
+    An upload passes ``only_own_names`` (a name that has versions of someone else's, or of nobody's, is refused)
+    and ``smoke_test`` (the agent must answer a start message in its sandbox, ``runner.agent_smoke``, before
+    anything is kept). ``description`` replaces agent.toml's."""
     unpacked = extracted(Path(source))
     try:
         with unpacked as root:
@@ -97,6 +126,13 @@ def agent_import(
                     f"the name {data['name']!r} belongs to a built-in agent; give the package a name of its own "
                     f"(built in: {', '.join(sorted(builtin))})"
                 )
+            if only_own_names:
+                others = Agent.objects.filter(name=data["name"]).exclude(owner=owner) if owner else Agent.objects.none()
+                if owner is None or others.exists():
+                    raise AgentPackageError(
+                        f"the name {data['name']!r} belongs to another submitter's agent; only its owner can add "
+                        "versions: give the package a name of its own in agent.toml"
+                    )
             digest = package_digest(root)
             version = str(data.get("version", "1"))
             existing = Agent.objects.filter(name=data["name"], version=version).first()
@@ -110,28 +146,78 @@ def agent_import(
             if not dest.exists():
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".tmp-"))
-                for rel, path in iter_files(root):
-                    (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(path, tmp / rel)
-                    (tmp / rel).chmod(0o644)
-                for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
-                    folder.chmod(0o755)  # readable by the sandbox user the agent runs as
-                tmp.rename(dest)
+                try:
+                    for rel, path in iter_files(root):
+                        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(path, tmp / rel)
+                        (tmp / rel).chmod(0o644)
+                    for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+                        folder.chmod(0o755)  # readable by the sandbox user the agent runs as
+                    if smoke_test:
+                        _smoke_test(tmp, data)
+                    try:
+                        tmp.rename(dest)
+                    except OSError:
+                        if not dest.is_dir():  # else: the same files, stored meanwhile by another upload
+                            raise
+                        shutil.rmtree(tmp, ignore_errors=True)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+            elif smoke_test:
+                _smoke_test(dest, data)
     except TaskPackageError as exc:
         raise AgentPackageError(str(exc)) from exc
-    with transaction.atomic():
-        agent = Agent.objects.create(
-            name=data["name"],
-            version=version,
-            kind=Agent.Kind.PACKAGE,
-            entrypoint=data["entrypoint"],
-            package_digest=digest,
-            package_path=str(dest),
-            description=str(data.get("description", "")),
-            uses_llm=bool(data.get("uses_llm", False)),
-            default_model=str(data.get("default_model", "")),
-            config=data.get("config", {}),
-            owner=owner,
-            visibility=visibility,
-        )
+    try:
+        with transaction.atomic():
+            agent = Agent.objects.create(
+                name=data["name"],
+                version=version,
+                kind=Agent.Kind.PACKAGE,
+                entrypoint=data["entrypoint"],
+                package_digest=digest,
+                package_path=str(dest),
+                description=str(data.get("description", "")) if description is None else description,
+                uses_llm=bool(data.get("uses_llm", False)),
+                default_model=str(data.get("default_model", "")),
+                config=data.get("config", {}),
+                owner=owner,
+                visibility=visibility,
+            )
+    except IntegrityError:  # the same name and version, written meanwhile by another import
+        existing = Agent.objects.get(name=data["name"], version=version)
+        if existing.package_digest != digest:
+            raise AgentPackageError(
+                f"{data['name']}@{version} already exists with other files; give the package a new version"
+            ) from None
+        return existing, False
     return agent, True
+
+
+def agent_upload(
+    *, upload: UploadedFile, submitter: AbstractBaseUser, visibility: str, description: str = ""
+) -> tuple[Agent, bool]:
+    """A submitter's upload (a zip): imported as ``import_agent`` does, under a name of the submitter's own, once
+    its smoke test passed; returns the agent and whether it is new (identical files: the agent uploaded before)."""
+    if upload.size > settings.BENCH_AGENT_UPLOAD_MAX_BYTES:
+        raise AgentPackageError(
+            f"the upload is {upload.size} bytes; an agent package may be at most "
+            f"{settings.BENCH_AGENT_UPLOAD_MAX_BYTES} bytes (BENCH_AGENT_UPLOAD_MAX_BYTES)"
+        )
+    if visibility not in Agent.Visibility.values:
+        raise AgentPackageError(f"visibility {visibility!r}: expected one of {', '.join(Agent.Visibility.values)}")
+    fd, name = tempfile.mkstemp(prefix="agent-upload-", suffix=".zip")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        return agent_import(
+            source=Path(name),
+            owner=submitter,
+            visibility=visibility,
+            description=description.strip() or None,
+            only_own_names=True,
+            smoke_test=True,
+        )
+    finally:
+        Path(name).unlink(missing_ok=True)

@@ -44,6 +44,32 @@ def runs_visible_to(viewer: Viewer) -> QuerySet[Run]:
     return Run.objects.filter(agents_visible_filter(viewer, through="agent__"))
 
 
+def agents_list(*, viewer: Viewer) -> QuerySet[Agent]:
+    """Every agent version ``viewer`` may see, by name, newest version first (a page groups them by name)."""
+    return Agent.objects.filter(agents_visible_filter(viewer)).select_related("owner").order_by("name", "-created_at")
+
+
+def agent_versions(*, viewer: Viewer, name: str) -> list[Agent]:
+    """The versions of agent ``name`` that ``viewer`` may see, newest first; ``Agent.DoesNotExist`` when there is
+    none (an agent hidden from the viewer gets the same answer as one that does not exist)."""
+    versions = list(agents_list(viewer=viewer).filter(name=name))
+    if not versions:
+        raise Agent.DoesNotExist(f"no agent {name}")
+    return versions
+
+
+def agent_ranked_counts(*, viewer: Viewer, name: str) -> QuerySet:
+    """Per task, agent version and model: the agent's trials that rankings count on the task's current version
+    (``Run.TRIAL & Run.COUNTED``, verified), and how many succeeded; counted by the database."""
+    return (
+        runs_visible_to(viewer)
+        .filter(RANKINGS["counted"], ORIGINS["verified"], agent__name=name, task_version=F("task__current_version"))
+        .values("task__slug", "task__title", "agent__version", "model")
+        .annotate(trials=Count("pk"), succeeded=Count("pk", filter=Q(succeeded=True)))
+        .order_by("task__slug", "agent__version", "model")
+    )
+
+
 #: The ``ranking`` filter of the runs list: the runs behind a leaderboard count (see ``Run.COUNTED``).
 RANKINGS = {
     "counted": Run.TRIAL & Run.COUNTED,

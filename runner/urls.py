@@ -1,9 +1,12 @@
 from django.urls import path
 
-from . import views
+from . import agent_views, views
 
 app_name = "runner"
 urlpatterns = [
+    path("agents/", agent_views.agent_list_view, name="agent_list"),
+    path("agents/new/", agent_views.agent_upload_view, name="agent_upload"),
+    path("agents/<slug:name>/", agent_views.agent_detail_view, name="agent_detail"),
     path("runs/", views.run_list_view, name="run_list"),
     path("runs/compare/", views.runs_compare_view, name="runs_compare"),
     path("actions/", views.action_catalogue_view, name="actions"),

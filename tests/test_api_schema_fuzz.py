@@ -31,7 +31,7 @@ def test_every_answer_is_declared_and_none_is_a_server_error(live_server, tiny_t
 
     failures = []
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 9
+    assert len(operations) == 12
     for operation in operations:
         for mode in GenerationMode:
 

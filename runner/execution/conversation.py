@@ -7,17 +7,14 @@ conversation returns how the run should end; the session records it.
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..actions import ActionOutcome, catalogue_for_agent
 from ..actions.catalogue import INVALID_MESSAGE
-from ..agents import AGENTS_DIR
+from ..agents import agent_popen
 from ..llm import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
 from ..protocol import AgentChannel, AgentExited, BadMessage
-from ..sandbox import Limits, Mount, SandboxError
 from .endings import Ending, RunInterrupted
 
 if TYPE_CHECKING:
@@ -73,24 +70,13 @@ class Conversation:
         }
 
     def start_agent(self) -> AgentChannel:
-        agent, sandbox = self.run.agent, self.session.sandbox
-        if not agent.is_trusted and not sandbox.isolates:
-            raise SandboxError(
-                f"the {sandbox.name} sandbox does not isolate processes and runs built-in agents only; "
-                "use BENCH_SANDBOX=bwrap or docker for uploaded agents"
-            )
-        mounts = [Mount(AGENTS_DIR, "/opt/mlab/mlab_agents")]
-        python_path = "/opt/mlab"
-        if agent.package_path:
-            mounts.append(Mount(Path(agent.package_path), "/opt/agent"))
-            python_path += ":/opt/agent"
-        proc = sandbox.popen(
-            [sandbox.python, "-u", "-m", agent.entrypoint],
-            mounts=mounts,
-            cwd="/tmp",
-            env={"PYTHONPATH": python_path, "MLAB_RUN_ID": str(self.run.pk)},
-            limits=Limits(memory_mb=4096),
-            stdin=subprocess.PIPE,
+        agent = self.run.agent
+        proc = agent_popen(
+            sandbox=self.session.sandbox,
+            entrypoint=agent.entrypoint,
+            package_path=agent.package_path,
+            trusted=agent.is_trusted,
+            run_id=self.run.pk,
         )
         return AgentChannel(proc, self.session.dir / f"agent-{self.session.attempt}.stderr.log")
 

@@ -18,6 +18,12 @@ class Command(BaseCommand):
             action="store_true",
             help="show the agent, its runs and steps only to its owner and staff (default: to everyone)",
         )
+        parser.add_argument(
+            "--smoke-test",
+            action="store_true",
+            help="start the agent in the sandbox first, as an upload does: refuse it unless it answers its first "
+            "message within BENCH_AGENT_SMOKE_TIMEOUT_S",
+        )
 
     def handle(self, *args, **opts) -> None:
         owner = None
@@ -31,7 +37,9 @@ class Command(BaseCommand):
                 )
         visibility = Agent.Visibility.PRIVATE if opts["private"] else Agent.Visibility.PUBLIC
         try:
-            agent, created = agent_import(source=Path(opts["path"]), owner=owner, visibility=visibility)
+            agent, created = agent_import(
+                source=Path(opts["path"]), owner=owner, visibility=visibility, smoke_test=opts["smoke_test"]
+            )
         except AgentPackageError as exc:
             raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
         if created:

@@ -1,0 +1,71 @@
+"""The agents' pages: the list, an agent's page (its versions, runs and ranked counts) and the upload form.
+(Apart from views.py, which holds the runs' pages and is long enough.)"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from .agent_packages import AgentPackageError, agent_upload
+from .api import AgentUploadThrottle
+from .forms import AgentUploadForm
+from .models import Agent
+from .selectors import agent_ranked_counts, agent_versions, agents_list, runs_list
+
+AGENT_PAGE_RUNS = 20
+
+
+def agent_list_view(request: HttpRequest) -> HttpResponse:
+    return render(request, "runner/agent_list.html", {"agents": agents_list(viewer=request.user)})
+
+
+def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        versions = agent_versions(viewer=request.user, name=name)
+    except Agent.DoesNotExist:
+        raise Http404(f"no agent {name}") from None
+    runs = runs_list(viewer=request.user, agent=name)
+    context = {
+        "name": name,
+        "latest": versions[0],
+        "versions": versions,
+        "runs": runs[:AGENT_PAGE_RUNS],
+        "runs_more": runs.count() > AGENT_PAGE_RUNS,
+        "ranked": agent_ranked_counts(viewer=request.user, name=name),
+        "is_owner": request.user.is_authenticated and versions[0].owner_id == request.user.pk,
+    }
+    return render(request, "runner/agent_detail.html", context)
+
+
+@login_required
+def agent_upload_view(request: HttpRequest) -> HttpResponse:
+    """Upload an agent package: validated as ``import_agent`` does and smoke-tested in the sandbox, within the
+    request; refused with the reason (nothing kept), or the agent's page."""
+    form = AgentUploadForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        throttle = AgentUploadThrottle()
+        if not throttle.allow_request(request, None):
+            form.add_error(None, f"too many uploads: try again in {throttle.wait():.0f} s")
+            status = 429
+        else:
+            try:
+                agent, created = agent_upload(
+                    upload=form.cleaned_data["package"],
+                    submitter=request.user,
+                    visibility=form.cleaned_data["visibility"],
+                    description=form.cleaned_data["description"],
+                )
+            except AgentPackageError as exc:
+                form.add_error("package", str(exc))
+                status = 400
+            else:
+                if created:
+                    messages.success(request, f"{agent} uploaded: it passed its smoke test")
+                else:
+                    messages.info(request, f"these files are already uploaded as {agent}")
+                return redirect(reverse("runner:agent_detail", args=[agent.name]))
+    elif request.method == "POST":
+        status = 400
+    return render(request, "runner/agent_upload.html", {"form": form}, status=status)

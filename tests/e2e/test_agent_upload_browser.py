@@ -1,0 +1,45 @@
+"""A signed-in submitter uploads the example agent on the site, in a real browser, and lands on its page."""
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "example-agent"
+
+
+def signed_in(page, live_server, user, session_cookie: str) -> None:
+    """Give the browser the session of ``user`` (as signing in would)."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[session_cookie]
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submitter_uploads_the_example_agent_and_sees_its_page(
+    page, live_server, django_user_model, tmp_path, settings
+):
+    settings.BENCH_SANDBOX = "bwrap"
+    submitter = django_user_model.objects.create_user("ada", password="x")
+    package = tmp_path / "example-agent.zip"
+    with zipfile.ZipFile(package, "w") as archive:
+        for path in EXAMPLE.iterdir():
+            archive.write(path, f"example-agent/{path.name}")
+    signed_in(page, live_server, submitter, settings.SESSION_COOKIE_NAME)
+
+    page.goto(f"{live_server.url}/agents/")
+    page.click("text=Upload an agent")
+    page.set_input_files("input[name=package]", str(package))
+    page.fill("textarea[name=description]", "Ada's first agent.")
+    page.click("button[type=submit]")
+
+    page.wait_for_url(f"{live_server.url}/agents/example-agent/")
+    assert page.locator("h1.agent-name").inner_text() == "example-agent"
+    assert "example-agent@1 uploaded: it passed its smoke test" in page.locator(".messages").inner_text()
+    assert page.locator(".agent-owner").inner_text() == "ada"
+    assert "Ada's first agent." in page.locator("main").inner_text()
+    assert page.locator("table.agent-versions tbody tr").count() == 1

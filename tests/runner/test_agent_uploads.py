@@ -1,0 +1,302 @@
+"""Agent uploads on the site and the API: checked as import_agent checks a package, smoke-tested in the real bwrap
+sandbox (the agent must answer its first message in time), stored by digest, a name kept to its owner."""
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runner.agent_packages import AgentPackageError, agent_upload
+from runner.api import AgentUploadThrottle
+from runner.models import Agent
+
+from ..factories import AgentFactory, RunFactory
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "example-agent"
+
+
+def agent_zip(files: dict[str, str], *, name: str = "agent.zip") -> SimpleUploadedFile:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for rel, text in files.items():
+            archive.writestr(f"agent/{rel}", text)
+    return SimpleUploadedFile(name, buffer.getvalue(), content_type="application/zip")
+
+
+def example_zip(**changes: str) -> SimpleUploadedFile:
+    files = {path.name: path.read_text() for path in EXAMPLE.iterdir()}
+    for key, value in changes.items():
+        files["agent.toml"] = files["agent.toml"].replace(f'{key} = "{_toml(files, key)}"', f'{key} = "{value}"')
+    return agent_zip(files)
+
+
+def _toml(files: dict[str, str], key: str) -> str:
+    line = next(line for line in files["agent.toml"].splitlines() if line.startswith(f"{key} ="))
+    return line.split('"')[1]
+
+
+def leftovers(settings) -> set[str]:
+    """What an upload could leave behind: stored packages, and its scratch files and folders."""
+    stored = Path(settings.BENCH_DATA_DIR) / "agent_packages"
+    scratch = Path(tempfile.gettempdir())
+    return {
+        *(str(p) for p in stored.glob("*")),
+        *(str(p) for pattern in ("agent-upload-*", "agent-smoke-*", "task-import-*") for p in scratch.glob(pattern)),
+    }
+
+
+@pytest.fixture(autouse=True)
+def bwrap(settings):
+    settings.BENCH_SANDBOX = "bwrap"
+    cache.clear()  # upload throttling counts in the cache
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="x")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="x")
+
+
+@pytest.mark.django_db
+def test_a_good_upload_is_stored_by_digest_and_shown_on_its_page(client, alice, settings):
+    client.force_login(alice)
+    answer = client.post(
+        "/agents/new/", {"package": example_zip(), "description": "Mine.", "visibility": "public"}, follow=True
+    )
+
+    agent = Agent.objects.get(name="example-agent", version="1")
+    assert (agent.owner, agent.kind, agent.description) == (alice, "package", "Mine.")
+    assert Path(agent.package_path) == Path(settings.BENCH_DATA_DIR) / "agent_packages" / agent.package_digest
+    assert (Path(agent.package_path) / "example_agent.py").is_file()
+    assert answer.redirect_chain[-1][0] == "/agents/example-agent/"
+    assert "example-agent@1 uploaded: it passed its smoke test" in answer.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_package_that_crashes_on_import_is_refused_with_its_error_and_nothing_kept(client, alice, settings):
+    before = leftovers(settings)
+    crashing = agent_zip(
+        {
+            "agent.toml": 'name = "crasher"\nversion = "1"\nentrypoint = "crasher"\n',
+            "crasher.py": "import mlab_agents.sdk\nraise RuntimeError('missing weights: model.bin')\n",
+        }
+    )
+    client.force_login(alice)
+    answer = client.post("/agents/new/", {"package": crashing, "visibility": "public"})
+
+    assert answer.status_code == 400
+    page = answer.content.decode()
+    assert "the smoke test failed: the agent exited (code 1) before answering its first message" in page
+    assert "RuntimeError: missing weights: model.bin" in page
+    assert not Agent.objects.filter(name="crasher").exists()
+    assert leftovers(settings) == before
+
+
+@pytest.mark.django_db
+def test_an_agent_that_never_answers_is_refused_at_the_time_limit(alice, settings):
+    settings.BENCH_AGENT_SMOKE_TIMEOUT_S = 1
+    before = leftovers(settings)
+    silent = agent_zip(
+        {
+            "agent.toml": 'name = "silent"\nversion = "1"\nentrypoint = "silent"\n',
+            "silent.py": "import sys, time\nprint('thinking', file=sys.stderr, flush=True)\ntime.sleep(3600)\n",
+        }
+    )
+    with pytest.raises(AgentPackageError) as refused:
+        agent_upload(upload=silent, submitter=alice, visibility="public")
+
+    assert "did not answer its first message within 1 s; its stderr ends:\nthinking" in str(refused.value)
+    assert not Agent.objects.filter(name="silent").exists()
+    assert leftovers(settings) == before
+
+
+@pytest.mark.django_db
+def test_an_answer_that_is_not_a_protocol_message_is_refused(alice):
+    chatty = agent_zip(
+        {
+            "agent.toml": 'name = "chatty"\nversion = "1"\nentrypoint = "chatty"\n',
+            "chatty.py": "print('hello, world', flush=True)\nimport time\ntime.sleep(60)\n",
+        }
+    )
+    with pytest.raises(AgentPackageError, match="the agent's first answer is not a protocol message: the line is not"):
+        agent_upload(upload=chatty, submitter=alice, visibility="public")
+    assert not Agent.objects.filter(name="chatty").exists()
+
+
+@pytest.mark.django_db
+def test_an_identical_reupload_is_recognised(client, alice):
+    client.force_login(alice)
+    client.post("/agents/new/", {"package": example_zip(), "visibility": "public"})
+    again = client.post("/agents/new/", {"package": example_zip(), "visibility": "public"}, follow=True)
+
+    assert "these files are already uploaded as example-agent@1" in again.content.decode()
+    assert Agent.objects.filter(name="example-agent").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_new_version_is_its_owners_and_nobody_elses(alice, bob):
+    agent_upload(upload=example_zip(), submitter=alice, visibility="public")
+    second, created = agent_upload(upload=example_zip(version="2"), submitter=alice, visibility="public")
+    assert created and second.owner == alice
+
+    with pytest.raises(AgentPackageError, match="the name 'example-agent' belongs to another submitter's agent"):
+        agent_upload(upload=example_zip(version="3"), submitter=bob, visibility="public")
+    assert sorted(Agent.objects.filter(name="example-agent").values_list("version", flat=True)) == ["1", "2"]
+
+
+@pytest.mark.django_db
+def test_a_private_agents_page_is_a_404_to_others(client, alice, bob, tiny_task):
+    agent = AgentFactory(name="secret-sauce", owner=alice, visibility="private", description="Hush.")
+    run = RunFactory(task_version=tiny_task, agent=agent, status="finished")
+
+    client.force_login(alice)
+    page = client.get("/agents/secret-sauce/")
+    assert page.status_code == 200 and "Hush." in page.content.decode()
+    assert f"/runs/{run.pk}/" in page.content.decode()
+    assert "secret-sauce" in client.get("/agents/").content.decode()
+
+    client.force_login(bob)
+    assert client.get("/agents/secret-sauce/").status_code == 404
+    assert "secret-sauce" not in client.get("/agents/").content.decode()
+    client.logout()
+    assert client.get("/agents/secret-sauce/").status_code == 404
+    assert client.get("/api/v1/agents/secret-sauce/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_an_agents_page_counts_its_ranked_runs_per_task(client, tiny_task):
+    agent = AgentFactory(name="ranked")
+    for succeeded in (True, False, True):
+        RunFactory(task_version=tiny_task, agent=agent, status="finished", succeeded=succeeded)
+    RunFactory(task_version=tiny_task, agent=agent, status="cancelled")  # not counted
+
+    page = client.get("/agents/ranked/").content.decode()
+    row = page[page.index('<table class="agent-ranked">') :].split("</tr>")[1]
+    assert [cell.split("<")[0] for cell in row.split('<td class="num">')[1:]] == ["", "2"]
+    assert ">3</a>" in row
+
+
+@pytest.mark.django_db
+def test_the_api_uploads_and_lists_agents(client, alice, bob):
+    assert client.post("/api/v1/agents/", {"package": example_zip()}).status_code == 403
+
+    client.force_login(alice)
+    made = client.post("/api/v1/agents/", {"package": example_zip(), "visibility": "private"})
+    assert made.status_code == 201, made.content
+    assert made.json() | {"created_at": None, "package_digest": None} == {
+        "name": "example-agent", "version": "1", "kind": "package", "entrypoint": "example_agent",
+        "description": "Reads the starter script, runs it, and submits: the smallest agent that uses the SDK.",
+        "uses_llm": False, "default_model": "", "owner": "alice", "visibility": "private", "created": True,
+        "created_at": None, "package_digest": None,
+    }  # fmt: skip
+    again = client.post("/api/v1/agents/", {"package": example_zip(), "visibility": "private"})
+    assert again.status_code == 200 and again.json()["created"] is False
+
+    bad = client.post("/api/v1/agents/", {"package": agent_zip({"agent.toml": 'name = "x"\n'})})
+    assert bad.status_code == 400
+    assert "agent.toml needs entrypoint" in bad.json()["package"][0]
+
+    AgentFactory(name="open-one", description="Public.")
+    listed = client.get("/api/v1/agents/").json()
+    assert {a["name"]: [v["version"] for v in a["versions"]] for a in listed["results"]} == {
+        "example-agent": ["1"], "open-one": ["1"],
+    }  # fmt: skip
+    assert client.get("/api/v1/agents/example-agent/").json()["owner"] == "alice"
+
+    client.force_login(bob)
+    assert [a["name"] for a in client.get("/api/v1/agents/").json()["results"]] == ["open-one"]
+    assert client.get("/api/v1/agents/example-agent/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_uploads_are_throttled_per_user(client, alice, bob, monkeypatch):
+    monkeypatch.setattr(AgentUploadThrottle, "THROTTLE_RATES", {"agent_uploads": "1/hour"})
+
+    def not_a_zip() -> dict:
+        return {"package": SimpleUploadedFile("a.zip", b"not a zip"), "visibility": "public"}
+
+    client.force_login(alice)
+    assert client.post("/api/v1/agents/", not_a_zip()).status_code == 400
+    assert client.post("/api/v1/agents/", not_a_zip()).status_code == 429
+    assert client.post("/agents/new/", not_a_zip()).status_code == 429
+
+    client.force_login(bob)
+    assert client.post("/api/v1/agents/", not_a_zip()).status_code == 400
+
+
+@pytest.mark.django_db
+def test_an_agent_that_uses_an_llm_is_smoke_tested_with_a_model_and_may_answer_with_a_request(alice):
+    asker = agent_zip(
+        {
+            "agent.toml": 'name = "asker"\nversion = "1"\nentrypoint = "asker"\nuses_llm = true\n',
+            "asker.py": (
+                "import json, sys\n"
+                "start = json.loads(sys.stdin.readline())\n"
+                "fast = start['run']['models']['fast']  # a run of an LLM agent always has its models\n"
+                "assert 'Understand File' in [a['name'] for a in start['actions']]\n"
+                "print(json.dumps({'type': 'llm', 'model': fast, 'messages': [{'role': 'user', 'content': 'hi'}]}))\n"
+                "sys.stdout.flush()\n"
+                "sys.stdin.readline()\n"
+            ),
+        }
+    )
+    agent, created = agent_upload(upload=asker, submitter=alice, visibility="public")
+    assert created and agent.uses_llm
+
+
+@pytest.mark.django_db
+def test_the_agent_pages_cost_the_same_queries_however_many_agents(client, alice, tiny_task):
+    def make(n: int) -> None:
+        for i in range(n):
+            agent = AgentFactory(name=f"many-{n}-{i}", owner=alice)
+            AgentFactory(name=agent.name, version="2", owner=alice)
+            RunFactory(task_version=tiny_task, agent=agent, status="finished", succeeded=True)
+
+    def counts() -> list[int]:
+        found = []
+        for url in ("/agents/", "/api/v1/agents/", "/agents/many-1-0/"):
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(url).status_code == 200
+            found.append(len(queries))
+        return found
+
+    make(1)
+    few = counts()
+    make(12)
+    assert counts() == few
+
+
+@pytest.mark.django_db
+def test_the_admins_add_agent_form_shows_no_digest_or_path_fields_and_points_to_uploads(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("curator", password="x", is_staff=True, is_superuser=True))
+    page = client.get("/admin/runner/agent/add/").content.decode()
+
+    assert 'name="name"' in page and 'name="visibility"' in page
+    assert 'name="package_digest"' not in page and 'name="package_path"' not in page
+    assert '<a href="/agents/new/">upload it</a>' in page
+
+
+@pytest.mark.django_db
+def test_import_agent_smoke_tests_on_request_and_the_upload_pages_name_is_reserved(tmp_path, settings):
+    crasher = tmp_path / "crasher"
+    crasher.mkdir()
+    (crasher / "agent.toml").write_text('name = "crasher"\nentrypoint = "crasher"\n')
+    (crasher / "crasher.py").write_text("raise SystemExit('no weights here')\n")
+    with pytest.raises(CommandError, match="the smoke test failed: the agent exited .code 1.(.|\n)*no weights here"):
+        call_command("import_agent", str(crasher), "--smoke-test")
+    assert not Agent.objects.filter(name="crasher").exists()
+
+    (crasher / "agent.toml").write_text('name = "new"\nentrypoint = "crasher"\n')
+    with pytest.raises(CommandError, match="agent name 'new' is reserved"):
+        call_command("import_agent", str(crasher))
