@@ -35,7 +35,7 @@ def test_a_submitter_uploads_the_example_agent_and_sees_its_page(
     page.click("text=Upload an agent")
     page.set_input_files("input[name=package]", str(package))
     page.fill("textarea[name=description]", "Ada's first agent.")
-    page.click("button[type=submit]")
+    page.click("form.agent-upload button[type=submit]")
 
     page.wait_for_url(f"{live_server.url}/agents/example-agent/")
     assert page.locator("h1.agent-name").inner_text() == "example-agent"
