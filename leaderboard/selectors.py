@@ -11,7 +11,7 @@ from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, 
 from django.db.models.functions import Coalesce, NullIf
 
 from runner.models import Run, Step
-from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_visible_to
+from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
 from .cache import ranking_cached
@@ -49,7 +49,7 @@ def home_page(*, viewer: Viewer) -> dict:
     return {
         "counts": home_counts(viewer=viewer),
         "task_count": Task.objects.filter(is_enabled=True).count(),
-        "recent_runs": queue_positions_fill(list(runs_list(viewer=viewer)[:10])),
+        "recent_runs": queue_positions_fill(list(runs_rows(runs_list(viewer=viewer))[:10])),
     }
 
 

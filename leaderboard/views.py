@@ -3,7 +3,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
 from runner.preparation import prepared_env_listing
-from runner.selectors import queue_positions_fill, runs_list
+from runner.selectors import queue_positions_fill, runs_list, runs_rows
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 
@@ -61,7 +61,7 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": task_agent_rows(viewer=request.user, version=version, include_infrastructure=include_infrastructure),
         "include_infrastructure": include_infrastructure,
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
-        "runs": queue_positions_fill(list(runs_list(viewer=request.user, task=task.slug)[:20])),
+        "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),
         "scores_chart": task_scores_figure(
             scores["steps"],
             scores["finals"],

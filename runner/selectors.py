@@ -146,6 +146,19 @@ def runs_list(
     return qs
 
 
+#: What a row of a runs table (``templates/runner/_run_table.html``) shows: the rest (the run's logs and
+#: measurements, its version's problem statement and manifest, the agent's config) is left in the database.
+RUN_ROW_FIELDS = (
+    "purpose", "origin", "model", "status", "succeeded", "final_score", "improvement", "steps_count", "wall_seconds",
+    "created_at", "agent__name", "task__slug", "task_version__number",
+)  # fmt: skip
+
+
+def runs_rows(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """``runs`` with only what a runs table shows read (``RUN_ROW_FIELDS``)."""
+    return runs.only(*RUN_ROW_FIELDS)
+
+
 class RunsPage(NamedTuple):
     """A page of a list of runs in ``Run.LIST_ORDER``: its runs, and the run to list the next older page from
     (``runs_page(before=...)``) and the next newer one (``after=``), None at either end."""
