@@ -35,6 +35,13 @@ def viewer_key(viewer: Viewer) -> str:
     return f"user-{viewer.pk}" if viewer.is_authenticated else "public"
 
 
+def ranking_fragment_key(viewer: Viewer) -> str | None:
+    """What a rendered fragment of ranking figures is cached under (with the URL that asked for it): the
+    generation, read before the figures are, and the viewer's class; None where there is no generation."""
+    generation = ranking_generation()
+    return None if generation is None else f"{generation}:{viewer_key(viewer)}"
+
+
 def ranking_cached(name: str, *, viewer: Viewer, options: dict, compute: Callable[[], T]) -> T:
     """``compute()`` once per generation, viewer class and options; every time where there is no generation."""
     generation = ranking_generation()

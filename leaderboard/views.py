@@ -7,6 +7,7 @@ from runner.selectors import queue_positions_fill, runs_list, runs_rows
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 
+from .cache import TIMEOUT_S, ranking_fragment_key
 from .charts import (
     cost_vs_success_figure,
     improvement_boxes_figure,
@@ -79,6 +80,7 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
     """The leaderboard, its CSV and JSON exports (?format=), filtered and ordered as the query string asks
     (``query.board_query_parse``); an htmx request for another order (a header's link) gets the table alone."""
     query, errors = board_query_parse(request.GET)
+    table_key = ranking_fragment_key(request.user)  # before the figures: the table is never older than its key
     board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
     export = request.GET.get("format")
     if export == "csv":
@@ -96,6 +98,9 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
         "current_only": query.current_only,
         "include_infrastructure": query.include_infrastructure,
         "ranking": "with-infrastructure" if query.include_infrastructure else "counted",
+        # The rendered table, once per ranking generation, viewer class and URL (its links keep the query string).
+        "table_key": table_key,
+        "table_cache_s": TIMEOUT_S if table_key else 0,
     }
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "leaderboard/leaderboard.html#table", context)

@@ -161,12 +161,14 @@ def test_the_cached_leaderboard_agrees_with_a_computation_from_scratch_after_eve
     _assert_agrees(people, "a run was deleted")
 
 
-def test_the_leaderboard_api_csv_and_home_page_show_what_a_computation_from_scratch_gives(tiny_task, people):
+def test_the_leaderboard_page_api_csv_and_home_page_show_what_a_computation_from_scratch_gives(tiny_task, people):
     TaskVersion.objects.filter(pk=tiny_task.pk).update(baseline_score=1.0)
     agent = AgentFactory(name="open-book")
     run = RunFactory(task_version=tiny_task, agent=agent, status=Run.Status.QUEUED)
     client = Client()
     assert client.get("/api/v1/leaderboard/").json() == []  # cached: no runs counted
+    for htmx in ({}, {"HTTP_HX_REQUEST": "true"}):  # the page and its table alone: cached with no row
+        assert "No benchmark runs have ended yet" in client.get("/leaderboard/?sort=runs", **htmx).content.decode()
     before = ranking_generation()
 
     _finish(run, score=1.5)
@@ -177,6 +179,9 @@ def test_the_leaderboard_api_csv_and_home_page_show_what_a_computation_from_scra
     assert client.get("/api/v1/leaderboard/").json() == expected
     exported = list(csv.DictReader(io.StringIO(client.get("/leaderboard/?format=csv").content.decode())))
     assert [(r["agent"], r["runs"], r["successes"]) for r in exported] == [("open-book", "1", "1")]
+    for htmx in ({}, {"HTTP_HX_REQUEST": "true"}):
+        table = client.get("/leaderboard/?sort=runs", **htmx).content.decode()
+        assert "No benchmark runs have ended yet" not in table and "100.0% [20.7–100.0] n=1" in table
     home = client.get(reverse("leaderboard:home"))
     assert home.context["counts"] == {"counted": 1, "succeeded": 1, "live": 0}
 
