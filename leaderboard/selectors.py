@@ -447,36 +447,6 @@ def task_run_scores(
     }
 
 
-def leaderboard_row_export(row: dict) -> dict:
-    """A leaderboard row as the API and the JSON and CSV exports give it: plain names, numbers as floats,
-    intervals as [low, high]."""
-    out = {"agent": row["agent__name"], "agent_version": row["agent__version"], "model": row["model"]}
-    for key, value in row.items():
-        if key in ENTRANT or key == "task__slug":
-            continue
-        if isinstance(value, tuple):
-            value = [float(v) for v in value]
-        elif value is not None and key.startswith("mean"):
-            value = float(value)
-        out[key] = value
-    return out
-
-
-def entrant_key(row: dict) -> str:
-    """A row's name in a URL: "agent@version", then "/model" when it has one."""
-    model = f"/{row['model']}" if row["model"] else ""
-    return f"{row['agent__name']}@{row['agent__version']}{model}"
-
-
-def entrant_parse(key: str) -> dict:
-    """The row a key names (``entrant_key``'s inverse); ValueError when it is not "agent@version[/model]"."""
-    name, at, rest = key.partition("@")
-    version, _, model = rest.partition("/")
-    if not (name and at and version):
-        raise ValueError(f"{key!r} names no row: expected agent@version or agent@version/model")
-    return {"agent__name": name, "agent__version": version, "model": model}
-
-
 def leaderboard_compare(
     *,
     viewer: Viewer,

@@ -16,12 +16,10 @@ from .charts import (
     task_scores_figure,
 )
 from .exports import leaderboard_csv, leaderboard_json
-from .links import runs_href
+from .links import entrant_key, entrant_parse, runs_href
 from .query import BoardQuery, board_query_parse
 from .selectors import (
     IMPROVEMENT_POINTS_MAX,
-    entrant_key,
-    entrant_parse,
     home_page,
     improvement_boxes_possible,
     leaderboard_compare,
