@@ -7,8 +7,9 @@ from rest_framework.response import Response
 from bench.schema import errors
 from task_bank.package import CATEGORIES
 
+from .exports import leaderboard_row_export
 from .query import SORT_COLUMNS, board_query_parse
-from .selectors import leaderboard_matrix, leaderboard_row_export
+from .selectors import leaderboard_matrix
 
 ROWS = inline_serializer(
     "LeaderboardRow",

@@ -6,7 +6,23 @@ import csv
 import io
 
 from .query import BoardQuery
-from .selectors import leaderboard_row_export
+from .selectors import ENTRANT
+
+
+def leaderboard_row_export(row: dict) -> dict:
+    """A leaderboard row as the API and the JSON and CSV exports give it: plain names, numbers as floats,
+    intervals as [low, high]."""
+    out = {"agent": row["agent__name"], "agent_version": row["agent__version"], "model": row["model"]}
+    for key, value in row.items():
+        if key in ENTRANT or key == "task__slug":
+            continue
+        if isinstance(value, tuple):
+            value = [float(v) for v in value]
+        elif value is not None and key.startswith("mean"):
+            value = float(value)
+        out[key] = value
+    return out
+
 
 #: The CSV's columns, in order; an interval is split into its two bounds.
 CSV_COLUMNS = (

@@ -1,4 +1,4 @@
-"""Where a leaderboard figure leads: the runs list filtered to the runs behind it."""
+"""Where a leaderboard figure leads (the runs list filtered to the runs behind it) and a row's name in a URL."""
 
 from __future__ import annotations
 
@@ -31,3 +31,18 @@ def runs_href(
     if not self_reported:
         query["origin"] = "verified"
     return f"{reverse('runner:run_list')}?{urlencode(query)}"
+
+
+def entrant_key(row: dict) -> str:
+    """A row's name in a URL: "agent@version", then "/model" when it has one."""
+    model = f"/{row['model']}" if row["model"] else ""
+    return f"{row['agent__name']}@{row['agent__version']}{model}"
+
+
+def entrant_parse(key: str) -> dict:
+    """The row a key names (``entrant_key``'s inverse); ValueError when it is not "agent@version[/model]"."""
+    name, at, rest = key.partition("@")
+    version, _, model = rest.partition("/")
+    if not (name and at and version):
+        raise ValueError(f"{key!r} names no row: expected agent@version or agent@version/model")
+    return {"agent__name": name, "agent__version": version, "model": model}

@@ -11,9 +11,10 @@ from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, 
 from django.db.models.functions import Coalesce, NullIf
 
 from runner.models import Run, Step
-from runner.selectors import Viewer, runs_list, runs_visible_to
+from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
+from .cache import ranking_cached
 from .query import board_sort
 from .stats import Number, entrant_stats, paired_difference, ranking_key
 
@@ -31,10 +32,14 @@ def home_counts(*, viewer: Viewer) -> dict:
     """What the home page counts of the runs the viewer may see: the runs the leaderboard counts (``ranked_runs``:
     trials of the current versions of enabled tasks that ended finished, failed by the agent or at a limit) and how
     many of them succeeded, and the trials still live (queued or on a worker; they count once they end)."""
-    runs, counted = ranked_runs(viewer=viewer)
-    counts = runs.aggregate(
-        counted=Count("pk", filter=counted), succeeded=Count("pk", filter=counted & Q(succeeded=True))
-    )
+
+    def compute() -> dict:
+        runs, counted = ranked_runs(viewer=viewer)
+        return runs.aggregate(
+            counted=Count("pk", filter=counted), succeeded=Count("pk", filter=counted & Q(succeeded=True))
+        )
+
+    counts = ranking_cached("home_counts", viewer=viewer, options={}, compute=compute)
     counts["live"] = runs_visible_to(viewer).filter(Run.TRIAL, status__in=Run.LIVE).count()
     return counts
 
@@ -44,7 +49,7 @@ def home_page(*, viewer: Viewer) -> dict:
     return {
         "counts": home_counts(viewer=viewer),
         "task_count": Task.objects.filter(is_enabled=True).count(),
-        "recent_runs": runs_list(viewer=viewer)[:10],
+        "recent_runs": queue_positions_fill(list(runs_rows(runs_list(viewer=viewer))[:10])),
     }
 
 
@@ -223,6 +228,30 @@ def _cells_from_groups(groups: list[dict]) -> list[dict]:
     return [_with_figures(g) for g in groups if g["runs"]]
 
 
+def leaderboard_board(
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
+) -> tuple[list[dict], list[dict]]:
+    """The rows and the cells made from ``leaderboard_cell_groups``, computed once per ranking generation
+    (``cache.ranking_cached``): every read of the leaderboard's figures goes through here."""
+    options = {
+        "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "include_self_reported": include_self_reported,
+        "category": category,
+    }
+
+    def compute() -> tuple[list[dict], list[dict]]:
+        groups = leaderboard_cell_groups(viewer=viewer, **options)
+        return _rows_from_groups(groups), _cells_from_groups(groups)
+
+    return ranking_cached("board", viewer=viewer, options=options, compute=compute)
+
+
 def leaderboard_rows(
     *,
     viewer: Viewer,
@@ -241,7 +270,7 @@ def leaderboard_rows(
         "include_self_reported": include_self_reported,
         "category": category,
     }
-    return _rows_from_groups(leaderboard_cell_groups(viewer=viewer, **options))
+    return leaderboard_board(viewer=viewer, **options)[0]
 
 
 def leaderboard_cells(
@@ -260,7 +289,7 @@ def leaderboard_cells(
         "include_self_reported": include_self_reported,
         "category": category,
     }
-    return _cells_from_groups(leaderboard_cell_groups(viewer=viewer, **options))
+    return leaderboard_board(viewer=viewer, **options)[1]
 
 
 def leaderboard_matrix(
@@ -274,15 +303,15 @@ def leaderboard_matrix(
 ) -> dict:
     """The leaderboard page's table: its rows in the order ``sort`` asks for (``query.board_sort``; the ranking
     without it), the tasks that have runs, and for each row its cell on each task (None where it has no runs
-    there); the cells as a list too, for the charts. One query: rows and cells come from the same groups."""
+    there); the cells as a list too, for the charts. Rows and cells come from the same groups, once per ranking
+    generation (``leaderboard_board``)."""
     options = {
         "current_only": current_only,
         "include_infrastructure": include_infrastructure,
         "include_self_reported": include_self_reported,
         "category": category,
     }
-    groups = leaderboard_cell_groups(viewer=viewer, **options)
-    rows, cells = _rows_from_groups(groups), _cells_from_groups(groups)
+    rows, cells = leaderboard_board(viewer=viewer, **options)
     tasks = sorted({c["task__slug"] for c in cells})
     by_entrant: dict[tuple, dict] = {}
     for cell in cells:
@@ -304,19 +333,20 @@ def leaderboard_improvements(
     category: str = "",
 ) -> list[dict]:
     """The improvement of every counted run that has one, with its entrant and task: the points behind each
-    cell's mean improvement (the improvement distribution chart)."""
-    runs, counted = ranked_runs(
-        viewer=viewer,
-        current_only=current_only,
-        include_infrastructure=include_infrastructure,
-        include_self_reported=include_self_reported,
-        category=category,
-    )
-    return list(
-        runs.filter(counted, improvement__isnull=False)
-        .values(*ENTRANT, "task__slug", "improvement")
-        .order_by("task__slug", "pk")
-    )
+    cell's mean improvement (the improvement distribution chart); once per ranking generation."""
+    options = {
+        "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "include_self_reported": include_self_reported,
+        "category": category,
+    }
+
+    def compute() -> list[dict]:
+        runs, counted = ranked_runs(viewer=viewer, **options)
+        points = runs.filter(counted, improvement__isnull=False).values(*ENTRANT, "task__slug", "improvement")
+        return list(points.order_by("task__slug", "pk"))
+
+    return ranking_cached("improvements", viewer=viewer, options=options, compute=compute)
 
 
 #: Past this many scored runs on the leaderboard, the improvement chart draws each cell's box from its quartiles
@@ -350,7 +380,30 @@ def leaderboard_improvement_boxes(
     category: str = "",
 ) -> list[dict]:
     """Per agent version, model and task, the quartiles and the extremes of the improvements of its scored counted
-    runs, and their number: the improvement chart's boxes without the points (PostgreSQL only)."""
+    runs, and their number: the improvement chart's boxes without the points (PostgreSQL only); once per ranking
+    generation."""
+    options = {
+        "current_only": current_only,
+        "include_infrastructure": include_infrastructure,
+        "include_self_reported": include_self_reported,
+        "category": category,
+    }
+    return ranking_cached(
+        "improvement_boxes",
+        viewer=viewer,
+        options=options,
+        compute=lambda: _improvement_boxes(viewer=viewer, **options),
+    )
+
+
+def _improvement_boxes(
+    *,
+    viewer: Viewer,
+    current_only: bool,
+    include_infrastructure: bool,
+    include_self_reported: bool,
+    category: str,
+) -> list[dict]:
     runs, counted = ranked_runs(
         viewer=viewer,
         current_only=current_only,
@@ -392,36 +445,6 @@ def task_run_scores(
         "steps": [{k.removeprefix("run__"): v for k, v in step.items()} for step in steps],
         "finals": list(finals.order_by("pk")),
     }
-
-
-def leaderboard_row_export(row: dict) -> dict:
-    """A leaderboard row as the API and the JSON and CSV exports give it: plain names, numbers as floats,
-    intervals as [low, high]."""
-    out = {"agent": row["agent__name"], "agent_version": row["agent__version"], "model": row["model"]}
-    for key, value in row.items():
-        if key in ENTRANT or key == "task__slug":
-            continue
-        if isinstance(value, tuple):
-            value = [float(v) for v in value]
-        elif value is not None and key.startswith("mean"):
-            value = float(value)
-        out[key] = value
-    return out
-
-
-def entrant_key(row: dict) -> str:
-    """A row's name in a URL: "agent@version", then "/model" when it has one."""
-    model = f"/{row['model']}" if row["model"] else ""
-    return f"{row['agent__name']}@{row['agent__version']}{model}"
-
-
-def entrant_parse(key: str) -> dict:
-    """The row a key names (``entrant_key``'s inverse); ValueError when it is not "agent@version[/model]"."""
-    name, at, rest = key.partition("@")
-    version, _, model = rest.partition("/")
-    if not (name and at and version):
-        raise ValueError(f"{key!r} names no row: expected agent@version or agent@version/model")
-    return {"agent__name": name, "agent__version": version, "model": model}
 
 
 def leaderboard_compare(

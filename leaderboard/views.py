@@ -3,10 +3,11 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
 from runner.preparation import prepared_env_listing
-from runner.selectors import runs_list
+from runner.selectors import queue_positions_fill, runs_list, runs_rows
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 
+from .cache import TIMEOUT_S, ranking_fragment_key
 from .charts import (
     cost_vs_success_figure,
     improvement_boxes_figure,
@@ -15,12 +16,10 @@ from .charts import (
     task_scores_figure,
 )
 from .exports import leaderboard_csv, leaderboard_json
-from .links import runs_href
+from .links import entrant_key, entrant_parse, runs_href
 from .query import BoardQuery, board_query_parse
 from .selectors import (
     IMPROVEMENT_POINTS_MAX,
-    entrant_key,
-    entrant_parse,
     home_page,
     improvement_boxes_possible,
     leaderboard_compare,
@@ -61,7 +60,7 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": task_agent_rows(viewer=request.user, version=version, include_infrastructure=include_infrastructure),
         "include_infrastructure": include_infrastructure,
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
-        "runs": runs_list(viewer=request.user, task=task.slug)[:20],
+        "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),
         "scores_chart": task_scores_figure(
             scores["steps"],
             scores["finals"],
@@ -79,6 +78,7 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
     """The leaderboard, its CSV and JSON exports (?format=), filtered and ordered as the query string asks
     (``query.board_query_parse``); an htmx request for another order (a header's link) gets the table alone."""
     query, errors = board_query_parse(request.GET)
+    table_key = ranking_fragment_key(request.user)  # before the figures: the table is never older than its key
     board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
     export = request.GET.get("format")
     if export == "csv":
@@ -96,6 +96,9 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
         "current_only": query.current_only,
         "include_infrastructure": query.include_infrastructure,
         "ranking": "with-infrastructure" if query.include_infrastructure else "counted",
+        # The rendered table, once per ranking generation, viewer class and URL (its links keep the query string).
+        "table_key": table_key,
+        "table_cache_s": TIMEOUT_S if table_key else 0,
     }
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "leaderboard/leaderboard.html#table", context)

@@ -20,7 +20,15 @@ from .agent_packages import AgentPackageError, agent_upload
 from .imports import TraceImportError, trace_import
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
-from .selectors import NoSuchRun, agent_versions, agents_list, queue_position, runs_list, runs_page
+from .selectors import (
+    NoSuchRun,
+    agent_versions,
+    agents_list,
+    queue_position,
+    queue_positions_fill,
+    runs_list,
+    runs_page,
+)
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
 
 
@@ -127,6 +135,13 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         except NoSuchRun as exc:
             raise serializers.ValidationError({"before": [f"{exc} to list from"]}) from None
         return page.runs, page.older_from
+
+    def paginate_queryset(self, queryset):
+        """A page of runs, with its queued runs' places counted once for the page (``queue_positions_fill``)."""
+        page = super().paginate_queryset(queryset)
+        if self.action == "list" and page and not hasattr(page[0], "queue_position"):  # keyset pages have them
+            queue_positions_fill(page)
+        return page
 
     def get_queryset(self):
         params = self.request.query_params

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
+from django.db import connection
 from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
@@ -105,6 +106,29 @@ def queue_position(run: Run) -> int | None:
     return with_queue_position(Run.objects.filter(pk=run.pk)).values_list("queue_position", flat=True).first()
 
 
+def queue_positions_fill(runs: list[Run]) -> list[Run]:
+    """Set ``queue_position`` on each run of a page (as ``with_queue_position`` annotates it: a queued run's place
+    among all queued runs, None for any other run) with one query for the page, not one count per run: the queued
+    runs numbered in ``Run.QUEUE_ORDER`` up to the page's newest queued run, read from the queue's index."""
+    for run in runs:
+        run.queue_position = None
+    queued = {run.pk: run for run in runs if run.status == Run.Status.QUEUED}
+    if not queued:
+        return runs
+    newest = max(run.created_at for run in queued.values())
+    ids = ", ".join(["%s"] * len(queued))
+    table = connection.ops.quote_name(Run._meta.db_table)
+    sql = (
+        f"SELECT id, place FROM (SELECT id, row_number() OVER (ORDER BY created_at, id) AS place FROM {table} "
+        f"WHERE status = %s AND created_at <= %s) AS queue WHERE id IN ({ids})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Run.Status.QUEUED, newest, *queued])
+        for pk, place in cursor.fetchall():
+            queued[pk].queue_position = place
+    return runs
+
+
 def runs_list(
     *,
     viewer: Viewer,
@@ -123,9 +147,8 @@ def runs_list(
     agent ``version``, ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs
     a leaderboard count stands for), ``current`` (only runs of their task's current version), the task's
     ``category``, the run's ``origin`` (a key of ORIGINS) and a review ``tag`` kind the run or one of its steps
-    has."""
+    has. A page of it gets its queued runs' places from ``queue_positions_fill`` (``runs_page`` does it)."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by(*Run.LIST_ORDER)
-    qs = with_queue_position(qs)
     if status:
         qs = qs.filter(status=status)
     if task:
@@ -149,6 +172,19 @@ def runs_list(
     return qs
 
 
+#: What a row of a runs table (``templates/runner/_run_table.html``) shows: the rest (the run's logs and
+#: measurements, its version's problem statement and manifest, the agent's config) is left in the database.
+RUN_ROW_FIELDS = (
+    "purpose", "origin", "model", "status", "succeeded", "final_score", "improvement", "steps_count", "wall_seconds",
+    "created_at", "agent__name", "task__slug", "task_version__number",
+)  # fmt: skip
+
+
+def runs_rows(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """``runs`` with only what a runs table shows read (``RUN_ROW_FIELDS``)."""
+    return runs.only(*RUN_ROW_FIELDS)
+
+
 class RunsPage(NamedTuple):
     """A page of a list of runs in ``Run.LIST_ORDER``: its runs, and the run to list the next older page from
     (``runs_page(before=...)``) and the next newer one (``after=``), None at either end."""
@@ -167,8 +203,14 @@ def runs_page(
 ) -> RunsPage:
     """One page of ``runs`` (in ``Run.LIST_ORDER``) by keyset: the ``size`` runs that come after run ``before`` in
     the list (older), or just before run ``after`` (newer), or the first ones. Each page reads its rows from the
-    list's index whatever its depth (no offset to skip, no count). ``NoSuchRun`` when the run named is not one
-    ``viewer`` may see."""
+    list's index whatever its depth (no offset to skip, no count), and its queued runs' places in one more query
+    (``queue_positions_fill``). ``NoSuchRun`` when the run named is not one ``viewer`` may see."""
+    page = _runs_page(runs, viewer=viewer, before=before, after=after, size=size)
+    queue_positions_fill(page.runs)
+    return page
+
+
+def _runs_page(runs: QuerySet[Run], *, viewer: Viewer, before: int | None, after: int | None, size: int) -> RunsPage:
     anchor_pk = before or after
     if anchor_pk is None:
         rows = list(runs[: size + 1])

@@ -42,6 +42,7 @@ from .selectors import (
     runs_list,
     runs_of_same_task,
     runs_page,
+    runs_rows,
     runs_step_scores,
     step_llm_calls,
 )
@@ -118,7 +119,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     if filters["tag"] and filters["tag"] not in ReviewTag.Kind.values:
         unknown_tag, filters["tag"] = filters["tag"], None
     before, after = (_run_id(request, key) for key in ("before", "after"))
-    runs = runs_list(viewer=request.user, **filters)
+    runs = runs_rows(runs_list(viewer=request.user, **filters))
     unknown_from = None
     try:
         page = runs_page(runs, viewer=request.user, before=before, after=None if before else after, size=RUNS_PAGE_SIZE)

@@ -125,11 +125,14 @@ def _finish(
         if result.score is None and not result.error:
             fields["eval_error"] = "evaluation produced no score"
     with transaction.atomic():
+        # The version is locked before the run ends: ending it changes the ranking generation (a row that every
+        # ranking write locks), and a writer that locks the version first (the reaper failing a validation run)
+        # must not wait for that row while this one waits for the version.
+        version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
         updated = Run.objects.filter(pk=run.pk, status__in=Run.LIVE, attempt=attempt).update(**fields)
         if not updated:
             log.warning("run %s: finished elsewhere; not overwriting", run.pk)
             return
-        version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
         if run.purpose == Run.Purpose.VALIDATION:
             validation_record(version, run_id=run.pk)
         if result is not None:

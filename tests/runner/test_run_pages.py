@@ -1,3 +1,5 @@
+from datetime import UTC, datetime
+
 import pytest
 from django.urls import reverse
 
@@ -76,6 +78,23 @@ def test_the_runs_list_links_to_each_run(client, finished_run):
     assert f'href="{reverse("runner:run_detail", args=[finished_run.pk])}"' in html
 
 
+def test_a_runs_table_row_links_its_run_and_task_and_shows_its_figures(client, tiny_task):
+    run = RunFactory(task_version=tiny_task, final_score=1.234567, wall_seconds=61.27, steps_count=7)
+    Run.objects.filter(pk=run.pk).update(created_at=datetime(2026, 3, 4, 5, 6, 59, tzinfo=UTC))
+    RunFactory(task_version=tiny_task, status=Run.Status.FAILED, final_score=None)
+
+    for url in (
+        reverse("runner:run_list"),
+        reverse("leaderboard:home"),
+        reverse("leaderboard:task_detail", args=["tiny"]),
+    ):
+        html = client.get(url).content.decode()
+        row = html[html.index(f'href="{reverse("runner:run_detail", args=[run.pk])}"') :].split("</tr>")[0]
+        assert f'href="{reverse("leaderboard:task_detail", args=["tiny"])}">tiny</a>' in row, url
+        assert ">1.2346<" in row and ">61.3 s<" in row and ">7<" in row and ">2026-03-04 05:06<" in row, url
+        assert '<td class="num">—</td>' in html  # the failed run's missing score
+
+
 def test_list_and_trace_pages_do_not_grow_queries_with_rows(client, tiny_task, django_assert_max_num_queries):
     runs = RunFactory.create_batch(5, task_version=tiny_task)
     for run in runs:
@@ -84,7 +103,7 @@ def test_list_and_trace_pages_do_not_grow_queries_with_rows(client, tiny_task, d
         client.get(reverse("runner:run_list"))
     with django_assert_max_num_queries(4):  # the run, its steps, its scored steps, its review tags
         client.get(reverse("runner:run_detail", args=[runs[0].pk]))
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(5):  # the ranking generation, the counts (once per generation), the rest
         client.get(reverse("leaderboard:home"))
 
 

@@ -11,7 +11,7 @@ from runner.execution import run_claim, run_claim_next
 from runner.execution.reaper import runs_resend
 from runner.jobs import messages_waiting
 from runner.models import Run
-from runner.selectors import runs_list
+from runner.selectors import queue_positions_fill, runs_list
 from runner.services import run_create, run_fork
 
 from ..brokers import use_broker
@@ -83,13 +83,43 @@ def test_a_resumed_run_does_not_count_the_time_it_spent_off_a_worker(tiny_task):
 def test_queued_runs_show_their_place_in_the_queue(client, tiny_task):
     first, second, third = queued(tiny_task, 3)
     Run.objects.filter(pk=first.pk).update(status=Run.Status.RUNNING)
-    positions = {run.pk: run.queue_position for run in runs_list(viewer=None)}
+    positions = {run.pk: run.queue_position for run in queue_positions_fill(list(runs_list(viewer=None)))}
     assert positions == {first.pk: None, second.pk: 1, third.pk: 2}
 
     answer = client.get(f"/api/v1/runs/{third.pk}/").json()
     assert answer["queue_position"] == 2
     assert "#2 in queue" in client.get(f"/runs/{third.pk}/").content.decode()
     assert "#1 in queue" in client.get("/runs/").content.decode()
+
+
+def test_a_page_counts_its_runs_places_in_one_query_with_runs_it_does_not_list_in_between(
+    client, tiny_task, tmp_path, django_assert_num_queries
+):
+    """Places count every queued run ahead (of other tasks and hidden ones too; a started one not), and a list asks
+    the database once for the whole page's places, however many queued runs it shows or wait ahead of them."""
+    from task_bank.services import task_import
+
+    from ..factories import TINY_FILES, package_write
+
+    other, _ = task_import(root=package_write(tmp_path / "other", TINY_FILES), slug="other")
+    listed, hidden = AgentFactory(name="listed"), AgentFactory(name="hidden", visibility="private")
+    # In queue order: tiny, other (a hidden agent's), tiny, other, ...; the fifth one has started.
+    runs = [
+        RunFactory(task_version=version, agent=agent, status=Run.Status.QUEUED)
+        for version, agent in [(tiny_task, listed), (other, hidden)] * 6
+    ]
+    Run.objects.filter(pk=runs[4].pk).update(status=Run.Status.RUNNING)
+
+    with django_assert_num_queries(2):  # the page's runs, their places
+        page = client.get("/runs/?task=tiny&status=queued").context["page"]
+    assert [run.pk for run in page.runs] == [run.pk for run in runs[10::-2] if run.pk != runs[4].pk]
+    assert [run.queue_position for run in page.runs] == [10, 8, 6, 3, 1]
+    with django_assert_num_queries(3):  # the count, the page's runs, their places
+        answer = client.get("/api/v1/runs/?task=tiny").json()["results"]
+    assert [r["queue_position"] for r in answer] == [10, 8, 6, None, 3, 1]
+    with django_assert_num_queries(3):  # the run it lists from, the page's runs, their places
+        answer = client.get(f"/api/v1/runs/?task=tiny&before={runs[8].pk}").json()["results"]
+    assert [r["queue_position"] for r in answer] == [6, None, 3, 1]
 
 
 def test_a_message_the_queue_lost_is_sent_again_once(

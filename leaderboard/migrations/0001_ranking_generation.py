@@ -1,0 +1,129 @@
+"""The ranking generation and the triggers that bump it (see ``leaderboard.models.RankingGeneration``).
+
+Triggers, not calls in the code that writes: runner must not know of rankings (it imports nothing of leaderboard),
+and every writer is covered this way, the admin, bulk updates, cascades and management commands included. They
+watch only what rankings read, so a live run's heartbeats and step counts bump nothing."""
+
+from django.db import migrations, models
+
+TERMINAL = "('finished', 'failed', 'cancelled', 'timed_out')"
+#: What rankings read of a run (``leaderboard.selectors``: counted_runs, _sums, NORMALISED, ENTRANT, the charts).
+RUN_FIELDS = (
+    "status", "failure_kind", "purpose", "origin", "forked_from_id", "fork_step", "agent_id", "model", "task_id",
+    "task_version_id", "final_score", "paired_baseline", "improvement", "succeeded", "cost", "tokens_in",
+    "tokens_out", "wall_seconds", "steps_count",
+)  # fmt: skip
+#: What rankings read of the other tables: an entrant's name and who may see it, which tasks and versions count.
+OTHER_FIELDS = {
+    "runner_agent": ("name", "version", "visibility", "owner_id"),
+    "task_bank_task": ("slug", "category", "is_enabled", "current_version_id"),
+    "task_bank_taskversion": ("task_id", "baseline_score", "reference_score", "higher_is_better"),
+}
+TABLE = "leaderboard_rankinggeneration"
+
+
+def _changed(fields: tuple[str, ...], old: str = "OLD", new: str = "NEW") -> str:
+    return " OR ".join(f"{old}.{f} IS DISTINCT FROM {new}.{f}" for f in fields)
+
+
+def _postgresql() -> tuple[list[str], list[str]]:
+    bump = (
+        f"INSERT INTO {TABLE} (id, number, token) VALUES (1, 1, pg_current_xact_id()::text) "
+        f"ON CONFLICT (id) DO UPDATE SET number = {TABLE}.number + 1, token = EXCLUDED.token"
+    )
+    ended = f"status IN {TERMINAL}"
+    forward = [
+        f"CREATE FUNCTION leaderboard_ranking_bump() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {bump}; "
+        "RETURN NULL; END $$",
+        # Runs: per statement (a bulk insert or update bumps once), from the rows it changed.
+        "CREATE FUNCTION leaderboard_runs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF EXISTS (SELECT 1 FROM changed WHERE {ended}) THEN {bump}; END IF; RETURN NULL; END $$",
+        "CREATE FUNCTION leaderboard_runs_updated() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF EXISTS (SELECT 1 FROM before_rows o JOIN after_rows n ON n.id = o.id "
+        f"WHERE (o.{ended} OR n.{ended}) AND ({_changed(RUN_FIELDS, 'o', 'n')})) THEN {bump}; END IF; "
+        "RETURN NULL; END $$",
+        "CREATE TRIGGER leaderboard_runs_insert AFTER INSERT ON runner_run REFERENCING NEW TABLE AS changed "
+        "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_runs_inserted()",
+        "CREATE TRIGGER leaderboard_runs_delete AFTER DELETE ON runner_run REFERENCING OLD TABLE AS changed "
+        "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_runs_inserted()",
+        "CREATE TRIGGER leaderboard_runs_update AFTER UPDATE ON runner_run "
+        "REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows "
+        "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_runs_updated()",
+    ]
+    for table, fields in OTHER_FIELDS.items():
+        forward += [
+            f"CREATE TRIGGER leaderboard_{table}_update AFTER UPDATE ON {table} FOR EACH ROW "
+            f"WHEN ({_changed(fields)}) EXECUTE FUNCTION leaderboard_ranking_bump()",
+            f"CREATE TRIGGER leaderboard_{table}_delete AFTER DELETE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_ranking_bump()",
+        ]
+    backward = [
+        "DROP TRIGGER IF EXISTS leaderboard_runs_insert ON runner_run",
+        "DROP TRIGGER IF EXISTS leaderboard_runs_delete ON runner_run",
+        "DROP TRIGGER IF EXISTS leaderboard_runs_update ON runner_run",
+        *(f"DROP TRIGGER IF EXISTS leaderboard_{t}_{op} ON {t}" for t in OTHER_FIELDS for op in ("update", "delete")),
+        "DROP FUNCTION IF EXISTS leaderboard_runs_updated()",
+        "DROP FUNCTION IF EXISTS leaderboard_runs_inserted()",
+        "DROP FUNCTION IF EXISTS leaderboard_ranking_bump()",
+    ]
+    return forward, backward
+
+
+def _sqlite() -> tuple[list[str], list[str]]:
+    # SQLite has row triggers only; the token is random (it has no transaction ids).
+    bump = (
+        f"INSERT INTO {TABLE} (id, number, token) VALUES (1, 1, lower(hex(randomblob(16)))) "
+        f"ON CONFLICT (id) DO UPDATE SET number = {TABLE}.number + 1, token = excluded.token;"
+    )
+    triggers = {
+        "leaderboard_runs_insert": f"AFTER INSERT ON runner_run WHEN NEW.status IN {TERMINAL}",
+        "leaderboard_runs_delete": f"AFTER DELETE ON runner_run WHEN OLD.status IN {TERMINAL}",
+        "leaderboard_runs_update": f"AFTER UPDATE ON runner_run WHEN (OLD.status IN {TERMINAL} "
+        f"OR NEW.status IN {TERMINAL}) AND ({_changed(RUN_FIELDS).replace('IS DISTINCT FROM', 'IS NOT')})",
+    }
+    for table, fields in OTHER_FIELDS.items():
+        triggers[f"leaderboard_{table}_update"] = (
+            f"AFTER UPDATE ON {table} WHEN {_changed(fields).replace('IS DISTINCT FROM', 'IS NOT')}"
+        )
+        triggers[f"leaderboard_{table}_delete"] = f"AFTER DELETE ON {table}"
+    forward = [f"CREATE TRIGGER {name} {when} BEGIN {bump} END" for name, when in triggers.items()]
+    return forward, [f"DROP TRIGGER IF EXISTS {name}" for name in triggers]
+
+
+def _statements(schema_editor, *, forward: bool) -> list[str]:
+    vendor = schema_editor.connection.vendor
+    if vendor not in ("postgresql", "sqlite"):
+        return []  # no triggers: leaderboard.cache reads no generation and computes every time
+    create, drop = _postgresql() if vendor == "postgresql" else _sqlite()
+    return create if forward else drop
+
+
+def triggers_create(apps, schema_editor) -> None:
+    for statement in _statements(schema_editor, forward=True):
+        schema_editor.execute(statement, params=None)
+
+
+def triggers_drop(apps, schema_editor) -> None:
+    for statement in _statements(schema_editor, forward=False):
+        schema_editor.execute(statement, params=None)
+
+
+class Migration(migrations.Migration):
+    initial = True
+
+    dependencies = [
+        ("runner", "0010_run_origin"),
+        ("task_bank", "0002_measured_baselines"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="RankingGeneration",
+            fields=[
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.BigIntegerField(default=0)),
+                ("token", models.CharField(default="", max_length=40)),
+            ],
+        ),
+        migrations.RunPython(triggers_create, triggers_drop),
+    ]
