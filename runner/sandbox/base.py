@@ -8,8 +8,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cgroups import Cgroup
+
+if TYPE_CHECKING:
+    from .supervised import SupervisedSandbox
 
 
 class SandboxError(Exception):
@@ -45,21 +49,29 @@ class Limits:
         """In the child before exec: join the cgroup and set rlimits; inherited by all the sandbox starts."""
         if cgroup is not None:
             cgroup.enter()
+        for which, soft, hard in self.rlimits(cgroup=cgroup is not None):
+            resource.setrlimit(which, (soft, hard))
+
+    def rlimits(self, *, cgroup: bool, extra_processes: int = 0) -> list[tuple[int, int, int]]:
+        """(resource, soft, hard) for every rlimit these limits set. With a cgroup, memory and processes are the
+        cgroup's; without, ``extra_processes`` are what the sandbox itself keeps running beside the code."""
+        processes = self.processes and self.processes + extra_processes
         pairs = [
             (resource.RLIMIT_AS, None if cgroup else self.memory_mb and self.memory_mb * 1024 * 1024 * 2),
             (resource.RLIMIT_CPU, self.cpu_seconds),
             # A cgroup counts this sandbox's processes; RLIMIT_NPROC would count every process of the user, so
             # one sandbox's processes would starve another's: it is the fallback only.
-            (resource.RLIMIT_NPROC, None if cgroup else self.processes),
+            (resource.RLIMIT_NPROC, None if cgroup else processes),
             (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * 1024 * 1024),
             (resource.RLIMIT_NOFILE, self.open_files),
             (resource.RLIMIT_CORE, 0),
         ]
-        for which, value in pairs:
-            if value is not None:
-                # CPU: SIGXCPU at the limit (a message the agent can read), SIGKILL a little later if ignored.
-                hard = value + 5 if which == resource.RLIMIT_CPU else value
-                resource.setrlimit(which, (value, hard))
+        # CPU: SIGXCPU at the limit (a message the agent can read), SIGKILL a little later if ignored.
+        return [
+            (which, value, value + 5 if which == resource.RLIMIT_CPU else value)
+            for which, value in pairs
+            if value is not None
+        ]
 
 
 BASE_ENV = {
@@ -125,6 +137,11 @@ class Sandbox(ABC):
         proc.cgroup = cgroup
         proc.limits = limits
         return proc
+
+    def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> SupervisedSandbox | None:
+        """A sandbox kept for many commands (started on the first), or None where this backend starts one per
+        process."""
+        return None
 
     def environment(self, env: dict[str, str] | None, python_bin: str) -> dict[str, str]:
         merged = dict(BASE_ENV)

@@ -1,0 +1,219 @@
+"""The sandbox kept for a run's scripts: one bwrap sandbox, a supervisor as its PID 1, one script at a time. What a
+script leaves or tries against the supervisor never reaches the next script; a lost supervisor is an
+infrastructure error of one action, and the next action gets a new sandbox."""
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from runner.sandbox import Limits
+from runner.sandbox import supervised as supervised_module
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def kept_env(make_env):
+    """An Environment whose scripts run in the bwrap sandbox kept for the run (whatever the settings say)."""
+    made = []
+
+    def make(**kwargs):
+        env = make_env(**kwargs)
+        env.sandbox.persistent = True
+        made.append(env)
+        return env
+
+    yield make
+    for env in made:
+        env.close()
+
+
+def script(env, name: str, source: str):
+    (env.workspace / name).write_text(source)
+    return env.execute("Execute Script", {"script_name": name})
+
+
+def sandbox_pid(env) -> int:
+    """The host pid of the kept sandbox (bwrap), which lives as long as its supervisor."""
+    assert env._kept is not None and env._kept.alive
+    return env._kept.proc.pid
+
+
+def supervisor_pid(env) -> int:
+    """The host pid of the supervisor: the process bwrap started in the sandbox."""
+    bwrap = sandbox_pid(env)
+    children = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+LIST_PROCESSES = "import os\nprint('processes', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+
+
+def test_a_background_process_left_by_one_script_is_gone_before_the_next_script_runs(kept_env):
+    env = kept_env()
+    left = script(
+        env,
+        "leave.py",
+        "import os, subprocess\n"
+        "quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL}\n"
+        "daemon = subprocess.Popen(['sleep', '600'], start_new_session=True, **quiet)\n"
+        "open('/tmp/left.txt', 'w').write('x')\n"
+        "print('left', daemon.pid)\n",
+    )
+    assert "left" in left.observation and not left.error, left.observation
+    first = sandbox_pid(env)
+
+    after = script(env, "look.py", LIST_PROCESSES + "print('tmp', os.listdir('/tmp'))\n")
+
+    # Only the supervisor (1) and this script: the sleeping daemon was killed, and /tmp is empty again.
+    assert sandbox_pid(env) == first  # the same sandbox ran both
+    processes = after.observation.split("processes ")[1].splitlines()[0]
+    assert processes.startswith("[1, ") and processes.count(",") == 1, after.observation
+    assert "tmp []" in after.observation
+
+
+ATTACK = r"""
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206
+for request in (PTRACE_ATTACH, PTRACE_SEIZE):
+    result = libc.ptrace(request, 1, 0, 0)
+    print("ptrace", request, "ATTACHED" if result == 0 else f"refused {ctypes.get_errno()}", flush=True)
+for path in ("/proc/1/fd", "/proc/1/fd/0", "/proc/1/fd/3", "/proc/1/mem", "/proc/1/environ"):
+    try:
+        if path.endswith("fd"):
+            print("OPENED", path, os.listdir(path), flush=True)
+        else:
+            with open(path, "rb+" if path.endswith("mem") or path[-1].isdigit() else "rb") as fh:
+                print("OPENED", path, flush=True)
+    except OSError as exc:
+        print("refused", path, type(exc).__name__, flush=True)
+for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGSEGV, signal.SIGSTOP,
+               signal.SIGKILL):
+    os.kill(1, signum)
+print("signalled", flush=True)
+try:
+    os.kill(-1, signal.SIGKILL)  # every process but this one and PID 1: here, none
+except ProcessLookupError:
+    pass
+print("SURVIVED")
+"""
+
+
+def test_a_script_that_attacks_the_supervisor_cannot_break_the_next_action(kept_env):
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    first, supervisor = sandbox_pid(env), supervisor_pid(env)
+
+    outcome = script(env, "attack.py", ATTACK)
+
+    assert "ATTACHED" not in outcome.observation and "OPENED" not in outcome.observation, outcome.observation
+    assert outcome.observation.count("refused") == 7, outcome.observation
+    assert "SURVIVED" in outcome.observation
+    assert "infrastructure_error" not in outcome.detail
+    after = script(env, "next.py", LIST_PROCESSES)
+    assert "processes [1, " in after.observation and not after.error, after.observation
+    # Not a new sandbox: the supervisor took every signal, and no ptrace or /proc access reached it.
+    assert sandbox_pid(env) == first and supervisor_pid(env) == supervisor
+
+
+def test_a_scripts_cpu_limit_and_time_limit_are_reported_and_do_not_carry_over(kept_env):
+    env = kept_env(limits=Limits(cpu_seconds=1), action_timeout_s=4)
+
+    busy = script(env, "busy.py", "while True:\n    pass\n")
+    slept = script(env, "sleep.py", "import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n")
+    # Each script has the whole CPU limit: 0.6 s twice would not fit one limit of 1 s shared by the sandbox.
+    burns = [
+        script(env, "burn.py", "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end:\n"
+               "    pass\nprint('burnt')\n")
+        for _ in range(2)
+    ]  # fmt: skip
+
+    assert busy.error and "CPU time limit of 1 s" in busy.observation, busy.observation
+    assert busy.detail["cpu_seconds"] >= 1 and busy.detail["limit"] == "it reached the CPU time limit of 1 s"
+    assert slept.error and "4-second time limit" in slept.observation and "sleeping" in slept.observation
+    assert all("burnt" in b.observation and not b.error for b in burns), [b.observation for b in burns]
+
+
+def test_a_memory_bomb_is_reported_as_today_and_the_supervisor_goes_on(kept_env):
+    env = kept_env(limits=Limits(memory_mb=256))
+    script(env, "warm.py", "print('warm')")
+    first, supervisor = sandbox_pid(env), supervisor_pid(env)
+
+    bomb = script(env, "bomb.py", "blocks = [bytearray(64 * 1024 * 1024) for _ in range(64)]\nprint('ALLOCATED')")
+    after = script(env, "next.py", "print('works again')")
+
+    assert "ALLOCATED" not in bomb.observation
+    assert bomb.detail["limit"] == "it was killed for using more than the memory limit of 256 MB", bomb.detail
+    assert "works again" in after.observation and not after.error
+    assert sandbox_pid(env) == first and supervisor_pid(env) == supervisor
+
+
+def test_a_supervisor_killed_from_outside_is_an_infrastructure_error_and_the_next_action_works(kept_env):
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    first = sandbox_pid(env)
+    supervisor = supervisor_pid(env)
+
+    def kill_on_start(stream: str, data: bytes) -> None:
+        if b"started" in data:
+            os.kill(supervisor, signal.SIGKILL)
+
+    env.on_output = kill_on_start
+    lost = script(env, "long.py", "import time\nprint('started', flush=True)\ntime.sleep(30)\nprint('FINISHED')\n")
+    env.on_output = None
+
+    assert lost.error and "infrastructure error" in lost.observation, lost.observation
+    assert "FINISHED" not in lost.observation and "infrastructure_error" in lost.detail
+    after = script(env, "next.py", "print('works again')")
+    assert "works again" in after.observation and not after.error
+    assert sandbox_pid(env) != first
+
+
+def test_a_supervisor_killed_between_actions_is_replaced_without_an_error(kept_env):
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    first = sandbox_pid(env)
+    os.kill(supervisor_pid(env), signal.SIGKILL)
+    env._kept.proc.wait()  # the sandbox ends with its supervisor
+
+    after = script(env, "next.py", "print('works again')")
+
+    assert "works again" in after.observation and not after.error, after.observation
+    assert sandbox_pid(env) != first
+
+
+def test_a_supervisor_that_stops_answering_is_ended_from_outside_and_the_next_action_works(kept_env, monkeypatch):
+    monkeypatch.setattr(supervised_module, "GRACE_S", 1.0)
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    first, supervisor = sandbox_pid(env), supervisor_pid(env)
+
+    def stop_on_start(stream: str, data: bytes) -> None:
+        if b"started" in data:
+            os.kill(supervisor, signal.SIGSTOP)  # from outside: it can no longer answer
+
+    env.on_output = stop_on_start
+    hung = script(env, "short.py", "print('started', flush=True)\n")
+    env.on_output = None
+
+    assert hung.error and "did not answer in time" in hung.observation, hung.observation
+    assert not Path(f"/proc/{first}").exists() or Path(f"/proc/{first}/stat").read_text().split()[2] == "Z"
+    after = script(env, "next.py", "print('works again')")
+    assert "works again" in after.observation and sandbox_pid(env) != first
+
+
+def test_closing_the_environment_ends_the_kept_sandbox(kept_env):
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    proc = env._kept.proc
+    cgroup = getattr(proc, "cgroup", None)
+
+    env.close()
+
+    assert proc.poll() is not None
+    assert cgroup is None or not any(path.exists() for path in cgroup.paths.values())
