@@ -5,12 +5,21 @@ infrastructure error of one action, and the next action gets a new sandbox."""
 import os
 import shutil
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
-from runner.sandbox import Limits
+from runner.execution import run_execute
+from runner.models import Run
+from runner.sandbox import Limits, cgroups
 from runner.sandbox import supervised as supervised_module
+from runner.services import run_create
+
+from ..factories import AgentFactory, validate_now
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -217,3 +226,44 @@ def test_closing_the_environment_ends_the_kept_sandbox(kept_env):
 
     assert proc.poll() is not None
     assert cgroup is None or not any(path.exists() for path in cgroup.paths.values())
+
+
+def own_groups() -> list[Path]:
+    """The cgroups this process's sandboxes hold now (one per live sandbox)."""
+    layout = cgroups._layout()
+    if layout is None:
+        return []
+    return [group for base in layout[1].values() for group in base.glob(f"s{os.getpid()}-*")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not cgroups.available(), reason="no cgroups here")
+def test_a_run_handed_back_during_a_script_leaves_no_sandbox_behind(tiny_task, broker_down, settings):
+    settings.BENCH_SANDBOX_PERSISTENT = True
+    validate_now(tiny_task)
+    long = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
+    script = [
+        {"type": "act", "action": "Write File", "input": {"file_name": "long.py", "content": long}},
+        {"type": "act", "action": "Execute Script", "input": {"script_name": "long.py"}},
+    ]
+    run = run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False)
+
+    def execute():
+        try:
+            run_execute(run.pk)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while "started" not in Run.objects.get(pk=run.pk).live_output:
+        assert time.monotonic() < deadline and thread.is_alive(), "the script never started"
+        time.sleep(0.2)
+    assert own_groups()  # the agent's sandbox and the one kept for the scripts
+    Run.objects.filter(pk=run.pk).update(hand_back_requested_at=timezone.now())
+    thread.join(timeout=60)
+
+    assert not thread.is_alive()
+    assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
+    assert own_groups() == []
