@@ -11,10 +11,12 @@ is ever imported). It talks to the worker over one Unix seqpacket socket (fd ``<
 - ``{"op": "kill"}`` while a command runs: kill it and everything it started now (the answer above follows).
 
 After each command every other process of the sandbox is killed (``kill(-1, SIGKILL)`` from PID 1 reaches all of
-them and never PID 1) and reaped, and /tmp is emptied, so the next command starts as in a fresh sandbox. The
-supervisor is not dumpable: code running as the same user cannot ptrace it or open its /proc files (its socket
-among them); as PID 1 of the namespace it gets no signal from inside it that it does not handle, and it handles
-none. When the socket closes (the worker is gone) it kills everything and exits.
+them and never PID 1) and reaped, /tmp is emptied and System V IPC objects are removed, so the next command starts
+as in a fresh sandbox (POSIX message queues, which need a filesystem the sandbox does not mount to be listed, are
+the exception; they are small and bounded per user). The supervisor is not dumpable: code running as the same
+user cannot ptrace it or open its /proc files (its socket among them); as PID 1 of the namespace it gets no signal
+from inside it that it does not handle, and it handles none. When the socket closes (the worker is gone) it kills
+everything and exits.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 import time
 
 PR_SET_DUMPABLE = 4
+IPC_RMID = 0
 MAX_MESSAGE = 1 << 20
 BACKSTOP_S = 5.0  # past the command's own timeout: the worker kills first, this only guards a lost worker
 OOM_SCORE_ADJ = b"1000"  # the command goes first when the sandbox's memory runs out, the supervisor last
@@ -139,6 +142,25 @@ def cpu_seconds(request: dict, status: int, usage: object) -> float:
     return used
 
 
+def remove_ipc() -> None:
+    """System V shared memory, semaphores and message queues a command left (the sandbox has an IPC namespace of
+    its own, so these are the sandbox's only): they would outlive it and hold memory."""
+    for kind, remove in (("shm", LIBC.shmctl), ("sem", LIBC.semctl), ("msg", LIBC.msgctl)):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 2 or not fields[1].isdigit():
+                continue
+            if kind == "sem":
+                remove(int(fields[1]), 0, IPC_RMID)
+            else:
+                remove(int(fields[1]), IPC_RMID, None)
+
+
 def run(sock: socket.socket, request: dict, fds: list[int]) -> bool:
     """Run one command to its end and answer; False when the worker has gone."""
     if request.get("op") != "run" or len(fds) != 2:
@@ -186,6 +208,7 @@ def run(sock: socket.socket, request: dict, fds: list[int]) -> bool:
     _, status, usage = os.wait4(pid, 0)
     kill_everything()
     empty_tmp()
+    remove_ipc()
     if gone:
         return False
     send(

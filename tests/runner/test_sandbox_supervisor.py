@@ -71,18 +71,25 @@ def test_a_background_process_left_by_one_script_is_gone_before_the_next_script_
         "quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL}\n"
         "daemon = subprocess.Popen(['sleep', '600'], start_new_session=True, **quiet)\n"
         "open('/tmp/left.txt', 'w').write('x')\n"
+        "import ctypes\n"
+        "print('segment', ctypes.CDLL(None).shmget(0, 1 << 20, 0o1000 | 0o600))\n"
         "print('left', daemon.pid)\n",
     )
-    assert "left" in left.observation and not left.error, left.observation
+    assert "left" in left.observation and "segment 0" in left.observation and not left.error, left.observation
     first = sandbox_pid(env)
 
-    after = script(env, "look.py", LIST_PROCESSES + "print('tmp', os.listdir('/tmp'))\n")
+    after = script(
+        env,
+        "look.py",
+        LIST_PROCESSES + "print('tmp', os.listdir('/tmp'))\n"
+        "print('segments', len(open('/proc/sysvipc/shm').read().splitlines()) - 1)\n",
+    )
 
-    # Only the supervisor (1) and this script: the sleeping daemon was killed, and /tmp is empty again.
+    # Only the supervisor (1) and this script: the sleeping daemon was killed; /tmp is empty, the segment gone.
     assert sandbox_pid(env) == first  # the same sandbox ran both
     processes = after.observation.split("processes ")[1].splitlines()[0]
     assert processes.startswith("[1, ") and processes.count(",") == 1, after.observation
-    assert "tmp []" in after.observation
+    assert "tmp []" in after.observation and "segments 0" in after.observation
 
 
 ATTACK = r"""
