@@ -107,7 +107,9 @@ class Environment:
             self._kept_asked = True
             self._kept = self.sandbox.keep(mounts=self.mounts(), limits=self.limits)
         if self._kept is not None:
-            return self._kept.popen(argv, cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits)
+            return self._kept.popen(
+                argv, cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits, timeout=self.action_timeout_s
+            )
         return self.sandbox.popen(argv, mounts=self.mounts(), cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits)
 
     def workspace_size_mb(self) -> float:

@@ -135,10 +135,20 @@ class SupervisedSandbox:
             return json.loads(data)
 
     # -- commands --------------------------------------------------------------------------------------------
-    def popen(self, argv: Sequence[str], *, cwd: str, env: dict[str, str] | None, limits: Limits) -> SupervisedProcess:
-        """Start argv in the sandbox (started first if it is not running) and return it as a process."""
+    def popen(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: dict[str, str] | None,
+        limits: Limits,
+        timeout: float | None = None,
+    ) -> SupervisedProcess:
+        """Start argv in the sandbox (started first if it is not running) and return it as a process. The caller
+        enforces ``timeout`` (it kills the process); the supervisor kills a little after it on its own, in case."""
         if self.busy is not None:
-            raise SandboxError("the sandbox is still running another command")
+            self.close()  # a command whose end was never collected: nothing of it may meet the next one
+            self.busy = None
         if not self.alive:
             self.close()
             self.start()
@@ -150,7 +160,7 @@ class SupervisedSandbox:
             "cwd": cwd,
             "env": full_env,
             "rlimits": limits.rlimits(cgroup=cgroup is not None, extra_processes=1),
-            "timeout": None,
+            "timeout": timeout,
         }
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()

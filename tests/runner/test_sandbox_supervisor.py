@@ -235,6 +235,22 @@ def test_closing_the_environment_ends_the_kept_sandbox(kept_env):
     assert cgroup is None or not any(path.exists() for path in cgroup.paths.values())
 
 
+def test_a_command_the_worker_never_stops_is_stopped_by_the_supervisor_after_its_time_limit(make_env):
+    from runner.sandboxes import get_sandbox
+
+    env = make_env()
+    box = get_sandbox("bwrap")
+    kept = supervised_module.SupervisedSandbox(box, mounts=env.mounts(), limits=env.limits)
+    try:
+        proc = kept.popen(["sleep", "60"], cwd="/workspace", env={}, limits=env.limits, timeout=1)
+        started = time.monotonic()
+        assert proc.stdout.read() == b""  # blocks until the command and all it started are gone
+        info = proc.reap_exit()
+        assert info.code == -signal.SIGKILL and time.monotonic() - started < 30
+    finally:
+        kept.close()
+
+
 def own_groups() -> list[Path]:
     """The cgroups this process's sandboxes hold now (one per live sandbox)."""
     layout = cgroups._layout()
