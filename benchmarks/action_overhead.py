@@ -143,7 +143,8 @@ def compare(repeats: int, workspace: Path, python: str) -> None:
                 )
             )
             overhead = statistics.median(sandboxed) * 1000 - statistics.median(bare) * 1000
-            print(f"{'  overhead (median)':<48} {overhead:7.1f} ms")
+            paired = statistics.median(s - b for s, b in zip(sandboxed, bare, strict=True)) * 1000
+            print(f"{'  overhead (median)':<48} {overhead:7.1f} ms   paired (median of each round's) {paired:7.1f} ms")
     for env in envs.values():
         env.close()
 
