@@ -157,7 +157,9 @@ def test_a_scripts_cpu_limit_and_time_limit_are_reported_and_do_not_carry_over(k
 
 def test_a_memory_bomb_is_reported_as_today_and_the_supervisor_goes_on(kept_env):
     env = kept_env(limits=Limits(memory_mb=256))
-    script(env, "warm.py", "print('warm')")
+    # A script goes first when memory runs out (the supervisor keeps the default, 0).
+    warm = script(env, "warm.py", "print('score', open('/proc/self/oom_score_adj').read().strip())")
+    assert "score 1000" in warm.observation, warm.observation
     first, supervisor = sandbox_pid(env), supervisor_pid(env)
 
     bomb = script(env, "bomb.py", "blocks = [bytearray(64 * 1024 * 1024) for _ in range(64)]\nprint('ALLOCATED')")
@@ -167,6 +169,36 @@ def test_a_memory_bomb_is_reported_as_today_and_the_supervisor_goes_on(kept_env)
     assert bomb.detail["limit"] == "it was killed for using more than the memory limit of 256 MB", bomb.detail
     assert "works again" in after.observation and not after.error
     assert sandbox_pid(env) == first and supervisor_pid(env) == supervisor
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not cgroups.available(), reason="needs a root worker and cgroups")
+def test_an_oom_kill_that_takes_the_supervisor_is_reported_as_the_memory_limit_and_the_next_action_works(kept_env):
+    env = kept_env(limits=Limits(memory_mb=256))
+    script(env, "warm.py", "print('warm')")
+    first = sandbox_pid(env)
+    supervisor = supervisor_pid(env)
+
+    def expose_the_supervisor(stream: str, data: bytes) -> None:
+        # From outside, the supervisor is made the OOM killer's first choice (the script has put itself back to 0).
+        if b"ready" in data:
+            Path(f"/proc/{supervisor}/oom_score_adj").write_text("1000")
+            (env.workspace / "go").write_text("")
+
+    env.on_output = expose_the_supervisor
+    bomb = script(
+        env,
+        "bomb.py",
+        "import os, time\nopen('/proc/self/oom_score_adj', 'w').write('0')\nprint('ready', flush=True)\n"
+        "while not os.path.exists('go'):\n    time.sleep(0.05)\n"
+        "blocks = [bytearray(64 * 1024 * 1024) for _ in range(64)]\nprint('ALLOCATED')\n",
+    )
+    env.on_output = None
+    after = script(env, "next.py", "print('works again')")
+
+    assert "ALLOCATED" not in bomb.observation
+    assert bomb.detail.get("limit") == "it was killed for using more than the memory limit of 256 MB", bomb
+    assert "works again" in after.observation and not after.error
+    assert sandbox_pid(env) != first  # the supervisor went with the command: a new sandbox
 
 
 def test_a_supervisor_killed_from_outside_is_an_infrastructure_error_and_the_next_action_works(kept_env):
