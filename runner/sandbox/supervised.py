@@ -104,6 +104,11 @@ class SupervisedSandbox:
                 self.proc.stderr.close()
             self.proc = None
 
+    def __del__(self) -> None:
+        # An environment dropped without close (a test's): the sandbox and its cgroup go with it.
+        with contextlib.suppress(Exception):
+            self.close()
+
     def _why_lost(self) -> str:
         """What the supervisor said when it died (its stderr), for the error."""
         if self.proc is None or self.proc.stderr is None:
