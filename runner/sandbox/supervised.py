@@ -34,6 +34,13 @@ GRACE_S = 10.0  # for an answer once the command is over or was told to stop
 MAX_MESSAGE = 1 << 20
 
 
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether the socket has a message (or was closed) within timeout seconds (poll: any fd number)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
 class SupervisorLost(SandboxError):
     """The sandbox's supervisor died or stopped answering during a command; the sandbox was ended."""
 
@@ -128,8 +135,7 @@ class SupervisedSandbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SupervisorLost("the sandbox's supervisor did not answer in time and was stopped")
-            ready, _, _ = select.select([sock], [], [], left)
-            if not ready:
+            if not _readable(sock, left):
                 continue
             try:
                 data = sock.recv(MAX_MESSAGE)
@@ -211,8 +217,7 @@ class SupervisedProcess:
     def is_running(self) -> bool:
         if self.exit_info is not None or self.box.sock is None:
             return False
-        ready, _, _ = select.select([self.box.sock], [], [], 0)
-        return not ready
+        return not _readable(self.box.sock, 0)
 
     def reap_exit(self) -> Exit:
         if self.exit_info is not None:
