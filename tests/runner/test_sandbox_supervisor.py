@@ -283,6 +283,64 @@ def test_a_command_the_worker_never_stops_is_stopped_by_the_supervisor_after_its
         kept.close()
 
 
+WORKER = """
+import os, signal, sys
+from pathlib import Path
+import django
+django.setup()
+from runner.actions import Environment
+from runner.sandbox.identity import writable_for_sandbox
+from runner.sandboxes import get_sandbox
+
+workspace = Path(sys.argv[1])
+box = get_sandbox("bwrap")
+box.persistent = True
+(workspace / "long.py").write_text("import time\\nprint('started', flush=True)\\ntime.sleep(600)\\n")
+writable_for_sandbox(workspace, box.ids)
+env = Environment(workspace=workspace, sandbox=box, python=box.python)
+
+def die_on_start(stream, data):
+    if b"started" in data:
+        bwrap = env._kept.proc.pid
+        supervisor = Path(f"/proc/{bwrap}/task/{bwrap}/children").read_text().split()[0]
+        script = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()[0]
+        print(supervisor, script, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # the worker dies without closing anything
+
+env.on_output = die_on_start
+env.execute("Execute Script", {"script_name": "long.py"})
+"""
+
+
+def test_a_worker_that_dies_during_a_script_takes_the_kept_sandbox_with_it(tmp_path):
+    import subprocess
+    import sys
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    worker = subprocess.run(
+        [sys.executable, "-c", WORKER, str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "bench.settings"},
+    )
+    assert worker.returncode == -signal.SIGKILL, worker.stderr
+    supervisor, running = (int(pid) for pid in worker.stdout.split())
+
+    def gone(pid: int) -> bool:  # exited (a zombie of a parent that is gone counts: it holds nothing)
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except FileNotFoundError:
+            return True
+
+    deadline = time.monotonic() + 20
+    while not (gone(supervisor) and gone(running)):
+        assert time.monotonic() < deadline, "the sandbox outlived its worker"
+        time.sleep(0.1)
+
+
 def own_groups() -> list[Path]:
     """The cgroups this process's sandboxes hold now (one per live sandbox)."""
     layout = cgroups._layout()
