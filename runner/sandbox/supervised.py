@@ -244,6 +244,8 @@ class SupervisedProcess:
         if cgroup is not None and self.mark is not None:
             peak, info.oom_killed, info.hit_process_limit = cgroup.since(self.mark)
             info.max_rss_mb = max(info.max_rss_mb, peak)
+        if answer.get("retire"):
+            self.box.close()  # the script left the sandbox changed: the next one gets a new sandbox
         self.exit_info = info
         self.returncode = info.code
         return info

@@ -7,7 +7,9 @@ is ever imported). It talks to the worker over one Unix seqpacket socket (fd ``<
 - ``{"op": "run", "argv", "cwd", "env", "rlimits": [[resource, soft, hard], ...], "timeout"}`` with the write
   ends of the command's stdout and stderr pipes attached (SCM_RIGHTS): the worker reads the output itself.
   The answer, once the command is over and nothing it started is left: ``{"exit", "cpu", "rss_kb",
-  "timed_out"}``, or ``{"error"}`` when it could not be started.
+  "timed_out", "retire"}``, or ``{"error"}`` when it could not be started. ``retire``: the sandbox could not be
+  put back as it was (/tmp could not be emptied, or the supervisor's own rlimits were lowered from inside, which
+  prlimit allows a process of the same user): the supervisor exits, and the worker starts a new sandbox.
 - ``{"op": "kill"}`` while a command runs: kill it and everything it started now (the answer above follows).
 
 After each command every other process of the sandbox is killed (``kill(-1, SIGKILL)`` from PID 1 reaches all of
@@ -34,6 +36,7 @@ import sys
 import time
 
 PR_SET_DUMPABLE = 4
+RLIMITS = [getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_")]
 IPC_RMID = 0
 MAX_MESSAGE = 1 << 20
 BACKSTOP_S = 5.0  # past the command's own timeout: the worker kills first, this only guards a lost worker
@@ -115,20 +118,31 @@ def kill_everything() -> None:
             return
 
 
-def empty_tmp() -> None:
-    """What a command left in /tmp goes (it would count against the next one's memory: /tmp is in RAM)."""
+def empty_tmp() -> bool:
+    """What a command left in /tmp goes (it would count against the next one's memory: /tmp is in RAM); False
+    when something is left (then the sandbox retires: the next command gets a new one)."""
     try:
         entries = list(os.scandir("/tmp"))
     except OSError:
-        return
+        return False
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:
                 os.unlink(entry.path)
-        except OSError:
+        except (OSError, RecursionError):
             pass
+    try:
+        return not os.listdir("/tmp")
+    except OSError:
+        return False
+
+
+def own_limits() -> list[tuple[int, int]]:
+    """The supervisor's own rlimits. Code of the same uid may lower them (prlimit needs no ptrace access); a
+    supervisor whose limits changed retires after its answer, before they can make it fail."""
+    return [resource.getrlimit(which) for which in RLIMITS]
 
 
 def cpu_seconds(request: dict, status: int, usage: object) -> float:
@@ -161,8 +175,9 @@ def remove_ipc() -> None:
                 remove(int(fields[1]), IPC_RMID, None)
 
 
-def run(sock: socket.socket, request: dict, fds: list[int]) -> bool:
-    """Run one command to its end and answer; False when the worker has gone."""
+def run(sock: socket.socket, request: dict, fds: list[int], limits: list[tuple[int, int]]) -> bool:
+    """Run one command to its end and answer; False when the sandbox must end (the worker has gone, or it is not
+    as the first command found it)."""
     if request.get("op") != "run" or len(fds) != 2:
         for fd in fds:
             os.close(fd)
@@ -207,10 +222,11 @@ def run(sock: socket.socket, request: dict, fds: list[int]) -> bool:
         kill_all_but_me()
     _, status, usage = os.wait4(pid, 0)
     kill_everything()
-    empty_tmp()
+    clean = empty_tmp()
     remove_ipc()
     if gone:
         return False
+    retire = not clean or own_limits() != limits
     send(
         sock,
         {
@@ -218,15 +234,17 @@ def run(sock: socket.socket, request: dict, fds: list[int]) -> bool:
             "cpu": cpu_seconds(request, status, usage),
             "rss_kb": usage.ru_maxrss,
             "timed_out": timed_out,
+            "retire": retire,
         },
     )
-    return True
+    return not retire
 
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(sock.fileno(), False)
     harden()
+    limits = own_limits()
     send(sock, {"ready": os.getpid()})
     while True:
         try:
@@ -238,9 +256,15 @@ def main() -> None:
             continue
         if request.get("op") == "kill":
             continue  # a kill that crossed the answer of the command it was meant for: nothing runs now
-        if not run(sock, request, fds):
+        if not run(sock, request, fds, limits):
             break
     kill_everything()
+    # Until the worker closes its end: a message of its still unread when we exit would reset the connection
+    # and lose our last answer on its side.
+    with contextlib.suppress(EOFError, OSError, ValueError):
+        while True:
+            for fd in receive(sock)[1]:
+                os.close(fd)
 
 
 if __name__ == "__main__":

@@ -137,6 +137,39 @@ def test_a_script_that_attacks_the_supervisor_cannot_break_the_next_action(kept_
     assert sandbox_pid(env) == first and supervisor_pid(env) == supervisor
 
 
+def test_a_script_that_lowers_the_supervisors_limits_gets_the_next_script_a_new_sandbox(kept_env):
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    first = sandbox_pid(env)
+
+    # prlimit needs no ptrace access, only the same user: the supervisor could no longer fork.
+    attack = script(
+        env,
+        "prlimit.py",
+        "import resource\nresource.prlimit(1, resource.RLIMIT_NPROC, (0, 0))\n"
+        "resource.prlimit(1, resource.RLIMIT_NOFILE, (8, 8))\nprint('lowered')\n",
+    )
+    after = script(env, "next.py", LIST_PROCESSES)
+
+    assert "lowered" in attack.observation and "infrastructure_error" not in attack.detail, attack.observation
+    assert "processes [1, " in after.observation and not after.error, after.observation
+    assert sandbox_pid(env) != first
+
+
+def test_a_tmp_the_supervisor_cannot_empty_gets_the_next_script_a_new_sandbox(kept_env):
+    env = kept_env()
+    left = script(
+        env, "lock.py", "import os\nos.makedirs('/tmp/locked/inner')\nos.chmod('/tmp/locked', 0)\nprint('locked')\n"
+    )
+    first = sandbox_pid(env) if env._kept.alive else None
+
+    after = script(env, "look.py", "import os\nprint('tmp', os.listdir('/tmp'))\n")
+
+    assert "locked" in left.observation and "infrastructure_error" not in left.detail, left.observation
+    assert "tmp []" in after.observation, after.observation
+    assert first is None  # the sandbox retired with its answer
+
+
 def test_a_scripts_cpu_limit_and_time_limit_are_reported_and_do_not_carry_over(kept_env):
     env = kept_env(limits=Limits(cpu_seconds=1), action_timeout_s=4)
 
