@@ -139,6 +139,11 @@ class SupervisedSandbox:
                 continue
             try:
                 data = sock.recv(MAX_MESSAGE)
+            except ConnectionResetError:  # the supervisor left a message unread: its answer may still be queued
+                try:
+                    data = sock.recv(MAX_MESSAGE, socket.MSG_DONTWAIT)
+                except OSError:
+                    data = b""
             except OSError:
                 data = b""
             if not data:

@@ -8,8 +8,8 @@ is ever imported). It talks to the worker over one Unix seqpacket socket (fd ``<
   ends of the command's stdout and stderr pipes attached (SCM_RIGHTS): the worker reads the output itself.
   The answer, once the command is over and nothing it started is left: ``{"exit", "cpu", "rss_kb",
   "timed_out", "retire"}``, or ``{"error"}`` when it could not be started. ``retire``: the sandbox could not be
-  put back as it was (/tmp could not be emptied, or the supervisor's own rlimits were lowered from inside, which
-  prlimit allows a process of the same user): the supervisor exits, and the worker starts a new sandbox.
+  put back as it was (/tmp could not be emptied, or the supervisor's own rlimits, priority or scheduling were changed
+  from inside, which a process of the same user may do): the supervisor exits, and the worker starts a new sandbox.
 - ``{"op": "kill"}`` while a command runs: kill it and everything it started now (the answer above follows).
 
 After each command every other process of the sandbox is killed (``kill(-1, SIGKILL)`` from PID 1 reaches all of
@@ -139,10 +139,12 @@ def empty_tmp() -> bool:
         return False
 
 
-def own_limits() -> list[tuple[int, int]]:
-    """The supervisor's own rlimits. Code of the same uid may lower them (prlimit needs no ptrace access); a
-    supervisor whose limits changed retires after its answer, before they can make it fail."""
-    return [resource.getrlimit(which) for which in RLIMITS]
+def own_state() -> list:
+    """The supervisor's own rlimits, priority, scheduling policy and CPUs. Code of the same uid may change them
+    (prlimit, setpriority, sched_setscheduler and sched_setaffinity need no ptrace access); a supervisor whose state
+    changed retires after its answer, before the change can make it fail or stall."""
+    limits = [resource.getrlimit(which) for which in RLIMITS]
+    return [limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), sorted(os.sched_getaffinity(0))]
 
 
 def cpu_seconds(request: dict, status: int, usage: object) -> float:
@@ -175,7 +177,7 @@ def remove_ipc() -> None:
                 remove(int(fields[1]), IPC_RMID, None)
 
 
-def run(sock: socket.socket, request: dict, fds: list[int], limits: list[tuple[int, int]]) -> bool:
+def run(sock: socket.socket, request: dict, fds: list[int], state: list) -> bool:
     """Run one command to its end and answer; False when the sandbox must end (the worker has gone, or it is not
     as the first command found it)."""
     if request.get("op") != "run" or len(fds) != 2:
@@ -226,7 +228,7 @@ def run(sock: socket.socket, request: dict, fds: list[int], limits: list[tuple[i
     remove_ipc()
     if gone:
         return False
-    retire = not clean or own_limits() != limits
+    retire = not clean or own_state() != state
     send(
         sock,
         {
@@ -244,7 +246,7 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(sock.fileno(), False)
     harden()
-    limits = own_limits()
+    state = own_state()
     send(sock, {"ready": os.getpid()})
     while True:
         try:
@@ -256,7 +258,7 @@ def main() -> None:
             continue
         if request.get("op") == "kill":
             continue  # a kill that crossed the answer of the command it was meant for: nothing runs now
-        if not run(sock, request, fds, limits):
+        if not run(sock, request, fds, state):
             break
     kill_everything()
     # Until the worker closes its end: a message of its still unread when we exit would reset the connection

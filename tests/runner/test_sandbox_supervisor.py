@@ -156,6 +156,24 @@ def test_a_script_that_lowers_the_supervisors_limits_gets_the_next_script_a_new_
     assert sandbox_pid(env) != first
 
 
+def test_a_script_that_slows_the_supervisor_down_gets_the_next_script_a_new_sandbox(kept_env):
+    env = kept_env()
+    script(env, "warm.py", "print('warm')")
+    first = sandbox_pid(env)
+
+    attack = script(
+        env,
+        "slow.py",
+        "import os\nos.setpriority(os.PRIO_PROCESS, 1, 19)\n"
+        "os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))\nprint('slowed')\n",
+    )
+    after = script(env, "next.py", "import os\nprint('nice', os.getpriority(os.PRIO_PROCESS, 1))\n")
+
+    assert "slowed" in attack.observation and "infrastructure_error" not in attack.detail, attack.observation
+    assert "nice 0" in after.observation, after.observation
+    assert sandbox_pid(env) != first
+
+
 def test_a_tmp_the_supervisor_cannot_empty_gets_the_next_script_a_new_sandbox(kept_env):
     env = kept_env()
     left = script(
