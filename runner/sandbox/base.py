@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import subprocess
@@ -124,16 +125,28 @@ class Sandbox(ABC):
 
     @staticmethod
     def start(cmd: list[str], *, limits: Limits, what: str, **popen_kwargs) -> subprocess.Popen:
-        """Popen in a new session, in a fresh cgroup (where available) with the limits applied."""
-        cgroup = Cgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
-        try:
-            proc = subprocess.Popen(
-                cmd, start_new_session=True, preexec_fn=lambda: limits.apply(cgroup=cgroup), **popen_kwargs
-            )
-        except OSError as exc:
-            if cgroup is not None:
-                cgroup.remove()
-            raise SandboxError(f"could not start {what}: {exc}") from exc
+        """Popen in a new session, in a fresh cgroup (where available) with the limits applied.
+
+        Another worker that starts up removes this worker's groups when they hold no process (a dead worker's), so
+        a group just made may go before the child enters it: the child then fails to start, and is started again
+        in a new group."""
+        for attempt in range(3):
+            cgroup = Cgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
+            try:
+                enter = functools.partial(limits.apply, cgroup=cgroup)
+                proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=enter, **popen_kwargs)
+            except subprocess.SubprocessError as exc:  # raised in the child before exec
+                vanished = cgroup is not None and not all(path.is_dir() for path in cgroup.paths.values())
+                if cgroup is not None:
+                    cgroup.remove()
+                if vanished and attempt < 2:
+                    continue
+                raise SandboxError(f"could not start {what}: {exc}") from exc
+            except OSError as exc:
+                if cgroup is not None:
+                    cgroup.remove()
+                raise SandboxError(f"could not start {what}: {exc}") from exc
+            break
         proc.cgroup = cgroup
         proc.limits = limits
         return proc
