@@ -269,6 +269,9 @@ BENCH_SANDBOX_GID = env_int("BENCH_SANDBOX_GID", 65534)
 # "FIRST-LAST": each run's sandboxed code runs as a uid (and gid) of its own from this range, so per-user
 # limits (RLIMIT_NPROC where there are no cgroups) count one run only. Empty: every run as BENCH_SANDBOX_UID.
 BENCH_SANDBOX_UID_RANGE = os.environ.get("BENCH_SANDBOX_UID_RANGE", "")
+# bwrap: a run's Execute Script actions run one after another in one sandbox kept for the run (a supervisor inside
+# it starts each script and kills all it left behind), instead of a new sandbox per action.
+BENCH_SANDBOX_PERSISTENT = env_bool("BENCH_SANDBOX_PERSISTENT", True)
 BENCH_ACTION_TIMEOUT_S = env_int("BENCH_ACTION_TIMEOUT_S", 1800)
 # CPU seconds one script may use; 0 = the action time limit times the task's cpus (so a script that runs more
 # threads than its share is stopped with a message instead of starving the rest of the worker).

@@ -1,12 +1,14 @@
 """Per-action overhead of the environment.
 
 1. Execute Script of a trivial script through the environment in the configured sandbox (bwrap by default),
-   against a bare ``subprocess.run`` of the same script with the same interpreter.
+   against a bare ``subprocess.run`` of the same script with the same interpreter. ``--compare`` (bwrap) runs
+   rounds of a new sandbox per script and of the run's kept sandbox (its supervisor) alternately, each beside a
+   bare run, for ``print('hello')`` and for a script that sleeps one second.
 2. A file action round trip as a run makes it: Write File, the workspace snapshot, and the step's database
    write, in a throwaway SQLite database under a temporary folder; ``--database-url`` measures another
    database instead (it is migrated and gets a task and a run: give it a scratch database, never a live one).
 
-    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--database-url postgres://.../scratch]
+    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--compare] [--database-url postgres://.../scratch]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def summary(name: str, seconds: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--compare", action="store_true", help="new sandbox per script vs the kept one (bwrap)")
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
     args = parser.parse_args()
     var = Path(tempfile.mkdtemp(prefix="actionbench-"))
@@ -57,6 +60,9 @@ def main() -> None:
     (workspace / "hello.py").write_text("print('hello')\n")
     env = Environment(workspace=workspace, sandbox=get_sandbox(), python=python)
 
+    if args.compare:
+        compare(args.repeats, workspace, python)
+        return
     bare, sandboxed = [], []
     for _ in range(args.repeats):
         started = time.perf_counter()
@@ -66,7 +72,9 @@ def main() -> None:
         outcome = env.execute("Execute Script", {"script_name": "hello.py"})
         sandboxed.append(time.perf_counter() - started)
         assert "hello" in outcome.observation, outcome.observation
-    print(f"Execute Script of print('hello'), {args.repeats} times, sandbox {settings.BENCH_SANDBOX}:")
+    env.close()
+    kept = " (kept for the run)" if getattr(env.sandbox, "persistent", False) else ""
+    print(f"Execute Script of print('hello'), {args.repeats} times, sandbox {settings.BENCH_SANDBOX}{kept}:")
     print(summary("bare subprocess.run", bare))
     print(summary(f"Environment.execute in {settings.BENCH_SANDBOX}", sandboxed))
     print(f"{'overhead (median)':<48} {statistics.median(sandboxed) * 1000 - statistics.median(bare) * 1000:7.1f} ms")
@@ -100,6 +108,45 @@ def main() -> None:
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     print(f"\nWrite File recorded as a step (snapshot + {engine} write), {args.repeats} times:")
     print(summary("action + snapshot + database commit", round_trips))
+
+
+def compare(repeats: int, workspace: Path, python: str) -> None:
+    """Rounds of: bare run, Execute Script in a new sandbox, bare run, Execute Script in the kept sandbox."""
+    from runner.actions import Environment
+    from runner.sandboxes import get_sandbox
+
+    (workspace / "sleep1.py").write_text("import time\ntime.sleep(1)\nprint('hello')\n")
+    envs = {}
+    for name, persistent in (("new", False), ("kept", True)):
+        sandbox = get_sandbox("bwrap")
+        sandbox.persistent = persistent
+        envs[name] = Environment(workspace=workspace, sandbox=sandbox, python=python)
+    for script, rounds in (("hello.py", repeats), ("sleep1.py", max(5, repeats // 3))):
+        times = {name: ([], []) for name in envs}
+        for env in envs.values():  # warm: the kept sandbox starts on its first script
+            env.execute("Execute Script", {"script_name": script})
+        for _ in range(rounds):
+            for name, env in envs.items():
+                started = time.perf_counter()
+                subprocess.run([python, "-u", script], cwd=workspace, capture_output=True, check=True)
+                times[name][0].append(time.perf_counter() - started)
+                started = time.perf_counter()
+                outcome = env.execute("Execute Script", {"script_name": script})
+                times[name][1].append(time.perf_counter() - started)
+                assert "hello" in outcome.observation, outcome.observation
+        print(f"Execute Script of {script}, {rounds} interleaved rounds, bwrap:")
+        for name, (bare, sandboxed) in times.items():
+            print(summary(f"  bare subprocess.run (rounds of {name})", bare))
+            print(
+                summary(
+                    "  " + {"new": "a new sandbox per script", "kept": "the sandbox kept for the run"}[name], sandboxed
+                )
+            )
+            overhead = statistics.median(sandboxed) * 1000 - statistics.median(bare) * 1000
+            paired = statistics.median(s - b for s, b in zip(sandboxed, bare, strict=True)) * 1000
+            print(f"{'  overhead (median)':<48} {overhead:7.1f} ms   paired (median of each round's) {paired:7.1f} ms")
+    for env in envs.values():
+        env.close()
 
 
 if __name__ == "__main__":

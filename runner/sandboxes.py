@@ -16,6 +16,7 @@ SETTINGS = {
     "docker_host": "BENCH_DOCKER_HOST",
     "docker_image": "BENCH_DOCKER_IMAGE",
     "docker_user": "BENCH_DOCKER_USER",
+    "persistent": "BENCH_SANDBOX_PERSISTENT",
 }
 
 

@@ -7,8 +7,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ..sandbox.process import ProcessResult, run_process
+from ..sandbox.supervised import SupervisorLost
 from .catalogue import EXECUTE_SCRIPT, PYTHON_REPL
-from .types import WORKSPACE, ActionOutcome, EnvError
+from .types import ActionOutcome, EnvError
 
 if TYPE_CHECKING:
     from .environment import Environment
@@ -66,17 +67,22 @@ def execute_script(env: Environment, script_name: str) -> ActionOutcome:
     rel = env.name(script_name)
     if env.kind(script_name) != "file":
         raise EnvError(f"The file {script_name} does not exist.")
-    proc = env.sandbox.popen(
-        [env.python, "-u", rel], mounts=env.mounts(), cwd=WORKSPACE, env=env.sandbox_env(), limits=env.limits
-    )
-    result = run_process(
-        proc,
-        timeout=env.action_timeout_s,
-        keep_bytes=env.observation_limit,
-        on_output=env.on_output,
-        tick=env.tick,
-        check=workspace_guard(env),
-    )
+    try:
+        result = run_process(
+            env.script_process([env.python, "-u", rel]),
+            timeout=env.action_timeout_s,
+            keep_bytes=env.observation_limit,
+            on_output=env.on_output,
+            tick=env.tick,
+            check=workspace_guard(env),
+        )
+    except SupervisorLost as exc:
+        return ActionOutcome(
+            f"EnvError: the script {script_name} could not be run to its end because its sandbox failed "
+            f"(an infrastructure error: {exc}). The next action starts a new sandbox.",
+            error=True,
+            detail={"infrastructure_error": str(exc)},
+        )
     detail = {
         "exit_code": result.exit_code,
         "duration_s": round(result.duration_s, 3),

@@ -18,6 +18,7 @@ from task_bank.package import is_read_only
 from .. import fs
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
 from ..sandbox.process import HeadTail
+from ..sandbox.supervised import SupervisedSandbox
 from .catalogue import BY_NAME, EXECUTE_SCRIPT, FINAL_ANSWER, PYTHON_REPL, READ_FILE, ActionSpec, usage_text
 from .handlers import HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
 from .repl import Repl
@@ -56,6 +57,8 @@ class Environment:
         }
         self.low_level: list[dict] = []
         self._repl: Repl | None = None
+        self._kept: SupervisedSandbox | None = None  # the sandbox kept for this run's scripts, where there is one
+        self._kept_asked = False
         self._sandbox_ran = True  # until the first snapshot says otherwise
         self._walk = fs.FolderWalk(self.workspace)
 
@@ -94,6 +97,20 @@ class Environment:
     def close(self) -> None:
         if self._repl is not None:
             self._repl.close()
+        if self._kept is not None:
+            self._kept.close()
+
+    def script_process(self, argv: list[str]):
+        """Start a script in the workspace sandbox: the one kept for the run where the backend keeps one, else a
+        new one. A kept sandbox that was lost is started again here."""
+        if not self._kept_asked:
+            self._kept_asked = True
+            self._kept = self.sandbox.keep(mounts=self.mounts(), limits=self.limits)
+        if self._kept is not None:
+            return self._kept.popen(
+                argv, cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits, timeout=self.action_timeout_s
+            )
+        return self.sandbox.popen(argv, mounts=self.mounts(), cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits)
 
     def workspace_size_mb(self) -> float:
         """Disk space of what the agent put in the workspace: the blocks its files occupy (a sparse file counts

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import subprocess
@@ -8,8 +9,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cgroups import Cgroup
+
+if TYPE_CHECKING:
+    from .supervised import SupervisedSandbox
 
 
 class SandboxError(Exception):
@@ -45,21 +50,29 @@ class Limits:
         """In the child before exec: join the cgroup and set rlimits; inherited by all the sandbox starts."""
         if cgroup is not None:
             cgroup.enter()
+        for which, soft, hard in self.rlimits(cgroup=cgroup is not None):
+            resource.setrlimit(which, (soft, hard))
+
+    def rlimits(self, *, cgroup: bool, extra_processes: int = 0) -> list[tuple[int, int, int]]:
+        """(resource, soft, hard) for every rlimit these limits set. With a cgroup, memory and processes are the
+        cgroup's; without, ``extra_processes`` are what the sandbox itself keeps running beside the code."""
+        processes = self.processes and self.processes + extra_processes
         pairs = [
             (resource.RLIMIT_AS, None if cgroup else self.memory_mb and self.memory_mb * 1024 * 1024 * 2),
             (resource.RLIMIT_CPU, self.cpu_seconds),
             # A cgroup counts this sandbox's processes; RLIMIT_NPROC would count every process of the user, so
             # one sandbox's processes would starve another's: it is the fallback only.
-            (resource.RLIMIT_NPROC, None if cgroup else self.processes),
+            (resource.RLIMIT_NPROC, None if cgroup else processes),
             (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * 1024 * 1024),
             (resource.RLIMIT_NOFILE, self.open_files),
             (resource.RLIMIT_CORE, 0),
         ]
-        for which, value in pairs:
-            if value is not None:
-                # CPU: SIGXCPU at the limit (a message the agent can read), SIGKILL a little later if ignored.
-                hard = value + 5 if which == resource.RLIMIT_CPU else value
-                resource.setrlimit(which, (value, hard))
+        # CPU: SIGXCPU at the limit (a message the agent can read), SIGKILL a little later if ignored.
+        return [
+            (which, value, value + 5 if which == resource.RLIMIT_CPU else value)
+            for which, value in pairs
+            if value is not None
+        ]
 
 
 BASE_ENV = {
@@ -112,19 +125,36 @@ class Sandbox(ABC):
 
     @staticmethod
     def start(cmd: list[str], *, limits: Limits, what: str, **popen_kwargs) -> subprocess.Popen:
-        """Popen in a new session, in a fresh cgroup (where available) with the limits applied."""
-        cgroup = Cgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
-        try:
-            proc = subprocess.Popen(
-                cmd, start_new_session=True, preexec_fn=lambda: limits.apply(cgroup=cgroup), **popen_kwargs
-            )
-        except OSError as exc:
-            if cgroup is not None:
-                cgroup.remove()
-            raise SandboxError(f"could not start {what}: {exc}") from exc
+        """Popen in a new session, in a fresh cgroup (where available) with the limits applied.
+
+        Another worker that starts up removes this worker's groups when they hold no process (a dead worker's), so
+        a group just made may go before the child enters it: the child then fails to start, and is started again
+        in a new group."""
+        for attempt in range(3):
+            cgroup = Cgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
+            try:
+                enter = functools.partial(limits.apply, cgroup=cgroup)
+                proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=enter, **popen_kwargs)
+            except subprocess.SubprocessError as exc:  # raised in the child before exec
+                vanished = cgroup is not None and not all(path.is_dir() for path in cgroup.paths.values())
+                if cgroup is not None:
+                    cgroup.remove()
+                if vanished and attempt < 2:
+                    continue
+                raise SandboxError(f"could not start {what}: {exc}") from exc
+            except OSError as exc:
+                if cgroup is not None:
+                    cgroup.remove()
+                raise SandboxError(f"could not start {what}: {exc}") from exc
+            break
         proc.cgroup = cgroup
         proc.limits = limits
         return proc
+
+    def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> SupervisedSandbox | None:
+        """A sandbox kept for many commands (started on the first), or None where this backend starts one per
+        process."""
+        return None
 
     def environment(self, env: dict[str, str] | None, python_bin: str) -> dict[str, str]:
         merged = dict(BASE_ENV)

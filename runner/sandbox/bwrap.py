@@ -5,8 +5,12 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import Limits, Mount, Sandbox, SandboxError, host_python_paths
+
+if TYPE_CHECKING:
+    from .supervised import SupervisedSandbox
 
 # The read-only system: enough to run Python and its native libraries, nothing of the host's data.
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc"]
@@ -18,13 +22,15 @@ class BwrapSandbox(Sandbox):
 
     name = "bwrap"
 
-    def __init__(self, python: str, *, ids: tuple[int, int] | None) -> None:
+    def __init__(self, python: str, *, ids: tuple[int, int] | None, persistent: bool = False) -> None:
         self.bwrap = shutil.which("bwrap")
         if not self.bwrap:
             raise SandboxError("BENCH_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
         self.python = python
         self.python_dirs = host_python_paths(python)
         self.ids = ids
+        #: Whether a run's scripts share one sandbox with a supervisor in it (``keep``) or get one each.
+        self.persistent = persistent
         self.setpriv = shutil.which("setpriv")
         if self.ids is not None and not self.setpriv:
             raise SandboxError(
@@ -85,6 +91,13 @@ class BwrapSandbox(Sandbox):
             drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
             return [*cmd, "--", *drop, *argv]
         return [*cmd, "--", *argv]
+
+    def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> SupervisedSandbox | None:
+        if not self.persistent:
+            return None
+        from .supervised import SupervisedSandbox
+
+        return SupervisedSandbox(self, mounts=mounts, limits=limits)
 
     def popen(
         self,

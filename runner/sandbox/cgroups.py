@@ -104,6 +104,14 @@ def available() -> bool:
 
 
 @dataclass
+class Mark:
+    oom_kills: int
+    refused_forks: int
+    peak_reset: bool = False
+    peak_file: object = None
+
+
+@dataclass
 class Cgroup:
     version: str
     paths: dict[str, Path]
@@ -176,6 +184,56 @@ class Cgroup:
         name = "pids.events"
         text = self._read(controller, name)
         return any(line.startswith("max ") and line.split()[1] != "0" for line in text.splitlines())
+
+    def _counter(self, controller: str, name: str, key: str) -> int:
+        for line in self._read(controller, name).splitlines():
+            found, _, value = line.partition(" ")
+            if found == key and value.strip().isdigit():
+                return int(value)
+        return 0
+
+    def mark(self) -> Mark:
+        """Where the group's counters stand before one command of a sandbox that runs many: the command's peak
+        memory, OOM kills and refused forks are what changed since (see ``since``)."""
+        pids = "" if self.version == "v2" else "pids"
+        mark = Mark(
+            oom_kills=self._counter(self.memory_controller, "memory.events" if self.version == "v2" else
+                                    "memory.oom_control", "oom_kill"),
+            refused_forks=self._counter(pids, "pids.events", "max"),
+        )  # fmt: skip
+        if self.version == "v1":
+            for name in ("memory.max_usage_in_bytes", "memory.failcnt"):
+                with contextlib.suppress(OSError):
+                    (self.paths["memory"] / name).write_text("0")
+            mark.peak_reset = True
+        else:
+            # Since Linux 6.12 a write resets memory.peak as seen through the same open file.
+            with contextlib.suppress(OSError):
+                mark.peak_file = open(self.paths[""] / "memory.peak", "r+b", buffering=0)  # noqa: SIM115
+                mark.peak_file.write(b"reset")
+                mark.peak_reset = True
+        return mark
+
+    def since(self, mark: Mark) -> tuple[float, bool, bool]:
+        """(peak memory in MB, OOM-killed, hit the process limit) since the mark; the peak is 0 where it cannot
+        be told apart from earlier commands'."""
+        peak = 0.0
+        if mark.peak_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                mark.peak_file.seek(0)
+                peak = int(mark.peak_file.read().strip() or 0) / (1024 * 1024)
+            mark.peak_file.close()
+            mark.peak_file = None
+        elif mark.peak_reset:
+            peak = self.peak_memory_mb()
+        pids = "" if self.version == "v2" else "pids"
+        oom = self._counter(self.memory_controller, "memory.events" if self.version == "v2" else
+                            "memory.oom_control", "oom_kill") > mark.oom_kills  # fmt: skip
+        if self.version == "v1" and "oom_kill " not in self._read("memory", "memory.oom_control"):
+            failcnt = self._read("memory", "memory.failcnt").strip()  # older kernels: the limit was hit
+            oom = failcnt.isdigit() and int(failcnt) > 0
+        refused = self._counter(pids, "pids.events", "max") > mark.refused_forks
+        return peak, oom, refused
 
     def kill_all(self) -> None:
         controller = "" if self.version == "v2" else "pids"

@@ -21,6 +21,8 @@ class SandboxConfig:
     docker_host: str = ""
     docker_image: str = "mlab-bench-sandbox:latest"
     docker_user: str = "65534:65534"
+    #: bwrap: a run's scripts run one after another in one sandbox kept for the run, by a supervisor inside it.
+    persistent: bool = True
 
     @property
     def interpreter(self) -> str:

@@ -10,7 +10,7 @@ from .local import LocalSandbox
 def sandbox_create(config: SandboxConfig) -> Sandbox:
     """The sandbox backend the configuration names."""
     if config.kind == "bwrap":
-        return BwrapSandbox(config.interpreter, ids=config.ids)
+        return BwrapSandbox(config.interpreter, ids=config.ids, persistent=config.persistent)
     if config.kind == "local":
         return LocalSandbox(config.interpreter, ids=config.ids)
     if config.kind == "docker":

@@ -77,3 +77,34 @@ def test_a_script_sees_no_platform_secrets(make_env, monkeypatch):
 
     assert "do-not-leak" not in outcome.observation
     assert "DATABASE_URL" not in outcome.observation
+
+
+@pytest.mark.skipif(not __import__("runner.sandbox.cgroups").sandbox.cgroups.available(), reason="no cgroups here")
+def test_a_group_another_worker_removes_before_the_sandbox_enters_it_is_made_again(make_env, monkeypatch):
+    # Another worker starting up removes this worker's groups while they hold no process: here, between the
+    # group's creation and the child joining it.
+    from runner.sandbox import cgroups
+
+    created = cgroups.Cgroup.create.__func__
+    removed = []
+
+    def create_then_lose(cls, **kwargs):
+        group = created(cls, **kwargs)
+        if not removed:
+            removed.append(group)
+            mine, cgroups.WORKER = cgroups.WORKER, "w-another-worker"
+            try:
+                for path in group.paths.values():
+                    cgroups._remove_empty_others(path.parent.parent)
+            finally:
+                cgroups.WORKER = mine
+        return group
+
+    monkeypatch.setattr(cgroups.Cgroup, "create", classmethod(create_then_lose))
+    env = make_env({"hello.py": "print('hello')"}, sandbox="bwrap")
+    env.sandbox.persistent = False
+
+    outcome = env.execute("Execute Script", {"script_name": "hello.py"})
+
+    assert removed and not any(path.exists() for path in removed[0].paths.values())
+    assert "hello" in outcome.observation and not outcome.error, outcome.observation
