@@ -118,24 +118,50 @@ def kill_everything() -> None:
             return
 
 
-def empty_tmp() -> bool:
-    """What a command left in /tmp goes (it would count against the next one's memory: /tmp is in RAM); False
-    when something is left (then the sandbox retires: the next command gets a new one)."""
+def tmp_tree() -> set[str]:
+    """Every path under /tmp, on /tmp's own filesystem: what the sandbox put there when it started (the folders
+    of mounts of the interpreter, when it lives under /tmp) is kept; a folder of another filesystem (a mount)
+    is listed but not entered."""
+    found: set[str] = set()
     try:
-        entries = list(os.scandir("/tmp"))
+        root_dev = os.lstat("/tmp").st_dev
     except OSError:
+        return found
+    for folder, subfolders, names in os.walk("/tmp"):
+        for name in names:
+            found.add(os.path.join(folder, name))
+        for name in list(subfolders):
+            path = os.path.join(folder, name)
+            found.add(path)
+            try:
+                if os.lstat(path).st_dev != root_dev:
+                    subfolders.remove(name)
+            except OSError:
+                subfolders.remove(name)
+    return found
+
+
+def empty_tmp(kept: set[str]) -> bool:
+    """What a command left in /tmp goes (it would count against the next one's memory: /tmp is in RAM), all but
+    ``kept`` (what was there when the sandbox started); False when /tmp is not as it started (then the sandbox
+    retires: the next command gets a new one)."""
+    try:
+        entries = tmp_tree() - kept
+    except (OSError, RecursionError):
         return False
-    for entry in entries:
+    for path in sorted(entries, key=len):
+        if not os.path.lexists(path):
+            continue  # inside a folder removed already
         try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
             else:
-                os.unlink(entry.path)
+                os.unlink(path)
         except (OSError, RecursionError):
             pass
     try:
-        return not os.listdir("/tmp")
-    except OSError:
+        return tmp_tree() == kept
+    except (OSError, RecursionError):
         return False
 
 
@@ -177,7 +203,7 @@ def remove_ipc() -> None:
                 remove(int(fields[1]), IPC_RMID, None)
 
 
-def run(sock: socket.socket, request: dict, fds: list[int], state: list) -> bool:
+def run(sock: socket.socket, request: dict, fds: list[int], state: list, kept: set[str]) -> bool:
     """Run one command to its end and answer; False when the sandbox must end (the worker has gone, or it is not
     as the first command found it)."""
     if request.get("op") != "run" or len(fds) != 2:
@@ -224,7 +250,7 @@ def run(sock: socket.socket, request: dict, fds: list[int], state: list) -> bool
         kill_all_but_me()
     _, status, usage = os.wait4(pid, 0)
     kill_everything()
-    clean = empty_tmp()
+    clean = empty_tmp(kept)
     remove_ipc()
     if gone:
         return False
@@ -247,6 +273,7 @@ def main() -> None:
     os.set_inheritable(sock.fileno(), False)
     harden()
     state = own_state()
+    kept = tmp_tree()
     send(sock, {"ready": os.getpid()})
     while True:
         try:
@@ -258,7 +285,7 @@ def main() -> None:
             continue
         if request.get("op") == "kill":
             continue  # a kill that crossed the answer of the command it was meant for: nothing runs now
-        if not run(sock, request, fds, state):
+        if not run(sock, request, fds, state, kept):
             break
     kill_everything()
     # Until the worker closes its end: a message of its still unread when we exit would reset the connection

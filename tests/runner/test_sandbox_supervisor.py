@@ -60,10 +60,18 @@ def supervisor_pid(env) -> int:
 
 
 LIST_PROCESSES = "import os\nprint('processes', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+LIST_TMP = "import os\nprint('tmp', sorted(os.listdir('/tmp')))\n"
+
+
+def fresh_tmp(env) -> str:
+    """What a new sandbox's /tmp holds ("tmp []"; or the folder that leads to the interpreter's mount, when the
+    interpreter lives under /tmp), as LIST_TMP prints it: a script's leftovers are measured against it."""
+    return script(env, "fresh.py", LIST_TMP).observation.split("tmp ", 1)[1].splitlines()[0]
 
 
 def test_a_background_process_left_by_one_script_is_gone_before_the_next_script_runs(kept_env):
     env = kept_env()
+    fresh = fresh_tmp(env)
     left = script(
         env,
         "leave.py",
@@ -81,15 +89,14 @@ def test_a_background_process_left_by_one_script_is_gone_before_the_next_script_
     after = script(
         env,
         "look.py",
-        LIST_PROCESSES + "print('tmp', os.listdir('/tmp'))\n"
-        "print('segments', len(open('/proc/sysvipc/shm').read().splitlines()) - 1)\n",
+        LIST_PROCESSES + LIST_TMP + "print('segments', len(open('/proc/sysvipc/shm').read().splitlines()) - 1)\n",
     )
 
     # Only the supervisor (1) and this script: the sleeping daemon was killed; /tmp is empty, the segment gone.
     assert sandbox_pid(env) == first  # the same sandbox ran both
     processes = after.observation.split("processes ")[1].splitlines()[0]
     assert processes.startswith("[1, ") and processes.count(",") == 1, after.observation
-    assert "tmp []" in after.observation and "segments 0" in after.observation
+    assert f"tmp {fresh}" in after.observation and "segments 0" in after.observation
 
 
 ATTACK = r"""
@@ -176,15 +183,16 @@ def test_a_script_that_slows_the_supervisor_down_gets_the_next_script_a_new_sand
 
 def test_a_tmp_the_supervisor_cannot_empty_gets_the_next_script_a_new_sandbox(kept_env):
     env = kept_env()
+    fresh = fresh_tmp(env)
     left = script(
         env, "lock.py", "import os\nos.makedirs('/tmp/locked/inner')\nos.chmod('/tmp/locked', 0)\nprint('locked')\n"
     )
     first = sandbox_pid(env) if env._kept.alive else None
 
-    after = script(env, "look.py", "import os\nprint('tmp', os.listdir('/tmp'))\n")
+    after = script(env, "look.py", LIST_TMP)
 
     assert "locked" in left.observation and "infrastructure_error" not in left.detail, left.observation
-    assert "tmp []" in after.observation, after.observation
+    assert f"tmp {fresh}" in after.observation, after.observation
     assert first is None  # the sandbox retired with its answer
 
 
