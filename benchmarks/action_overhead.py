@@ -86,6 +86,7 @@ def main() -> None:
     from runner.models import Run, RunLimits
     from runner.preparation import task_version_prepare
     from runner.services import run_create
+    from runner.snapshots import remove_tree
     from task_bank.services import BUILTIN_DIR, task_import
 
     version, _ = task_import(root=BUILTIN_DIR / "digits", slug="bench-digits")
@@ -105,6 +106,9 @@ def main() -> None:
         started = time.perf_counter()
         session.act({"action": "Write File", "input": {"file_name": "notes.txt", "content": f"note {i}\n" * 50}})
         round_trips.append(time.perf_counter() - started)
+    if session.environment is not None:
+        session.environment.close()
+    remove_tree(session.workspace)  # a sized workspace is a mount: it goes with the benchmark
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     print(f"\nWrite File recorded as a step (snapshot + {engine} write), {args.repeats} times:")
     print(summary("action + snapshot + database commit", round_trips))
