@@ -14,7 +14,7 @@ def leaderboard_row_export(row: dict) -> dict:
     intervals as [low, high]."""
     out = {"agent": row["agent__name"], "agent_version": row["agent__version"], "model": row["model"]}
     for key, value in row.items():
-        if key in ENTRANT or key == "task__slug":
+        if key in ENTRANT or key in ("task__slug", "tags"):  # review tags: on the page, not (yet) in the exports
             continue
         if isinstance(value, tuple):
             value = [float(v) for v in value]

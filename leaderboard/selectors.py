@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, NullIf
 
-from runner.models import Run, Step
+from runner.models import ReviewTag, Run, Step
 from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from task_bank.models import Task, TaskVersion
 
@@ -245,11 +245,52 @@ def leaderboard_board(
         "category": category,
     }
 
-    def compute() -> tuple[list[dict], list[dict]]:
-        groups = leaderboard_cell_groups(viewer=viewer, **options)
-        return _rows_from_groups(groups), _cells_from_groups(groups)
+    return ranking_cached("board", viewer=viewer, options=options, compute=lambda: board_computed(viewer, options))
 
-    return ranking_cached("board", viewer=viewer, options=options, compute=compute)
+
+def board_computed(viewer: Viewer, options: dict) -> tuple[list[dict], list[dict]]:
+    """The leaderboard's rows (with their review tag counts) and cells, computed from the runs (no cache)."""
+    groups = leaderboard_cell_groups(viewer=viewer, **options)
+    rows = _rows_from_groups(groups)
+    tags = leaderboard_tag_counts(viewer=viewer, **options)
+    for row in rows:
+        row["tags"] = tags.get(tuple(row[k] for k in ENTRANT), [])
+    return rows, _cells_from_groups(groups)
+
+
+def leaderboard_tag_counts(
+    *,
+    viewer: Viewer,
+    current_only: bool = True,
+    include_infrastructure: bool = False,
+    include_self_reported: bool = False,
+    category: str = "",
+) -> dict[tuple, list[dict]]:
+    """Per agent version and model, how many of its counted runs carry each review tag (on the run or on one of
+    its steps), the most frequent first: [{"kind", "label", "runs"}]. One query."""
+    runs, counted = ranked_runs(
+        viewer=viewer,
+        current_only=current_only,
+        include_infrastructure=include_infrastructure,
+        include_self_reported=include_self_reported,
+        category=category,
+    )
+    tagged = (
+        ReviewTag.objects.filter(run__in=runs.filter(counted))
+        .values(*(f"run__{k}" for k in ENTRANT), "kind")
+        .annotate(runs=Count("run", distinct=True))
+        .order_by()
+    )
+    labels = dict(ReviewTag.Kind.choices)
+    counts: dict[tuple, list[dict]] = {}
+    for group in tagged:
+        key = tuple(group[f"run__{k}"] for k in ENTRANT)
+        counts.setdefault(key, []).append(
+            {"kind": group["kind"], "label": labels[group["kind"]], "runs": group["runs"]}
+        )
+    for tags in counts.values():
+        tags.sort(key=lambda tag: (-tag["runs"], tag["label"]))
+    return counts
 
 
 def leaderboard_rows(

@@ -109,3 +109,36 @@ def test_a_click_on_a_cost_chart_point_lands_on_the_filtered_list_of_its_runs(pa
     assert "/runs/?" in page.url and "agent=cheap" in page.url and "ranking=counted" in page.url
     listed = page.locator("table a[href^='/runs/']").evaluate_all("links => links.map(a => a.getAttribute('href'))")
     assert sorted(int(href.strip("/").split("/")[-1]) for href in listed) == sorted(r.pk for r in three_rows)
+
+
+def test_a_reviewer_tags_a_step_and_the_leaderboard_counts_it(page, live_server, tiny_task, django_user_model):
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    from runner.models import Step
+
+    agent = AgentFactory(name="dreamer")
+    run = RunFactory(task_version=tiny_task, agent=agent, steps_count=2, final_score=1.0)
+    for index in range(2):
+        Step.objects.create(run=run, index=index, action="Execute Script", started_at=run.created_at)
+    reviewer = django_user_model.objects.create_user("reader", password="x")
+    reviewer.groups.add(Group.objects.get_or_create(name="reviewer")[0])  # made by a migration; tests flush it
+    client = Client()
+    client.force_login(reviewer)
+    cookie = client.cookies["sessionid"]
+    page.context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+    page.goto(f"{live_server.url}/leaderboard/")
+    assert "Hallucinated result" not in page.locator("table").first.inner_text()
+
+    page.goto(f"{live_server.url}/runs/{run.pk}/#step-1")
+    page.click("#step-1 details.tag-form > summary")
+    page.select_option("#step-1 select[name=kind]", "hallucinated")
+    page.fill("#step-1 input[name=comment]", "claims an accuracy the log never shows")
+    page.click("#step-1 details.tag-form button[type=submit]")
+    page.wait_for_selector("#step-1 li.tag")
+
+    page.goto(f"{live_server.url}/leaderboard/")
+    cell = page.locator("td.review-tags", has_text="Hallucinated result 1")
+    assert cell.count() == 1
+    cell.locator("a").click()
+    page.wait_for_selector(f"a[href='/runs/{run.pk}/']")

@@ -41,8 +41,9 @@ def _figure(html: str, name: str) -> dict:
 
 def test_the_leaderboard_page_reads_its_table_and_charts_in_two_queries(client, board, django_assert_max_num_queries):
     # The ranking generation (for the rendered table and for each figure), then, the first time for that
-    # generation, each figure's one query of the runs: the table's groups, the improvement chart's points.
-    with django_assert_max_num_queries(5):
+    # generation, each figure's one query of the runs: the table's groups and its review tag counts, the
+    # improvement chart's points.
+    with django_assert_max_num_queries(6):
         html = client.get(reverse("leaderboard:leaderboard")).content.decode()
     assert "good@1" in html
     with django_assert_max_num_queries(3):  # the same generation: nothing of the runs is read again

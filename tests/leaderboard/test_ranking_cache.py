@@ -20,7 +20,7 @@ from leaderboard.exports import leaderboard_row_export
 from runner.evaluation import EvalResult
 from runner.execution.endings import Ending
 from runner.execution.recording import run_finish
-from runner.models import Agent, Run
+from runner.models import Agent, ReviewTag, Run
 from runner.services import run_cancel
 from task_bank.models import TaskVersion
 from task_bank.services import task_import, task_set_enabled
@@ -49,12 +49,12 @@ def people(db):
 
 def _from_scratch(viewer, options: dict) -> dict:
     """Every cached figure, computed from the runs without the cache."""
-    groups = selectors.leaderboard_cell_groups(viewer=viewer, **options)
+    rows, cells = selectors.board_computed(viewer, options)
     runs, counted = selectors.ranked_runs(viewer=viewer, **options)
     points = runs.filter(counted, improvement__isnull=False).values(*selectors.ENTRANT, "task__slug", "improvement")
     return {
-        "rows": selectors._rows_from_groups(groups),
-        "cells": selectors._cells_from_groups(groups),
+        "rows": rows,
+        "cells": cells,
         "points": list(points.order_by("task__slug", "pk")),
         "boxes": selectors._improvement_boxes(viewer=viewer, **options),
     }
@@ -129,6 +129,11 @@ def test_the_cached_leaderboard_agrees_with_a_computation_from_scratch_after_eve
 
     Run.objects.filter(pk=queued[7].pk).update(status=Run.Status.TIMED_OUT, failure_kind=Run.FailureKind.LIMIT)
     _assert_agrees(people, "a run timed out")
+
+    tag = ReviewTag.objects.create(run=queued[2], kind=ReviewTag.Kind.HALLUCINATED)
+    _assert_agrees(people, "a review tag was written")
+    tag.delete()
+    _assert_agrees(people, "a review tag was removed")
 
     Run.objects.filter(pk=queued[0].pk).update(forked_from=queued[1], fork_step=0)
     _assert_agrees(people, "a run became a fork")
