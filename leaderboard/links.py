@@ -15,11 +15,12 @@ def runs_href(
     current: bool = True,
     category: str = "",
     self_reported: bool = False,
+    tag: str = "",
 ) -> str:
     """The runs list filtered to the runs behind one of ``row``'s counts: its agent version and model (on ``task``
     if given, on the tasks of ``category`` if given), the runs ``ranking`` names (a key of
     ``runner.selectors.RANKINGS``), of each task's current version if ``current``, verified runs only unless
-    ``self_reported``."""
+    ``self_reported``, those with the review ``tag`` if given."""
     query = {"agent": row["agent__name"], "version": row["agent__version"], "model": row["model"]}
     if task:
         query["task"] = task
@@ -30,6 +31,8 @@ def runs_href(
         query["current"] = "1"
     if not self_reported:
         query["origin"] = "verified"
+    if tag:
+        query["tag"] = tag
     return f"{reverse('runner:run_list')}?{urlencode(query)}"
 
 

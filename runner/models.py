@@ -263,6 +263,14 @@ class Run(models.Model):
     def is_live(self) -> bool:
         return self.status in self.LIVE
 
+    def final_workspace_snapshot(self) -> str:
+        """The snapshot of the workspace the run left: its final one, else its last step's, else its starting one
+        ("" when it has none)."""
+        if self.final_snapshot:
+            return self.final_snapshot
+        last = self.steps.order_by("-index").values_list("snapshot", flat=True).first()
+        return last or self.initial_snapshot
+
     @property
     def elapsed_seconds(self) -> float:
         """The run's wall time so far: measured at its end, counted from its start while it is on a worker (time

@@ -5,6 +5,7 @@ may hold anything)."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 
@@ -28,3 +29,9 @@ def db_json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [db_json(v) for v in value]
     return value
+
+
+def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    """A unified diff of two texts, line by line (each line's ending kept)."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name)
+    return "".join(lines)

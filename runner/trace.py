@@ -4,7 +4,6 @@ made, and the files as they were after it. Pure reads over rows and blobs."""
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 import re
 import zipfile
@@ -20,6 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from . import fs
 from .models import Run, Step
 from .snapshots import BlobStore, Manifest, manifest_diff
+from .text import unified_diff
 
 PLAN = "Research Plan and Status"
 ENTRY_ORDER = ["Reflection", PLAN, "Fact Check", "Thought"]
@@ -271,10 +271,7 @@ def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
                 change.note = f"binary or large ({after[path][1]} bytes)"
                 change.digest = after[path][0]
             else:
-                lines = difflib.unified_diff(
-                    old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{change.path}", f"b/{change.path}"
-                )
-                change.diff = "".join(lines)
+                change.diff = unified_diff(old, new, f"a/{change.path}", f"b/{change.path}")
         elif kind == "added":
             change.note = f"{after[path][1]} bytes"
             text = _text(store, *after[path]) if budget > 0 else None
@@ -377,11 +374,8 @@ def _zip_stream(store: BlobStore, manifest: Manifest) -> Iterator[bytes]:
 
 
 def final_manifest(run: Run) -> Manifest:
-    """The workspace a run left: its final snapshot, else its last step's, else its starting one."""
-    sha = run.final_snapshot
-    if not sha:
-        sha = Step.objects.filter(run=run).order_by("-index").values_list("snapshot", flat=True).first()
-    sha = sha or run.initial_snapshot
+    """The workspace a run left (``Run.final_workspace_snapshot``)."""
+    sha = run.final_workspace_snapshot()
     return BlobStore().manifest_load(sha) if sha else {}
 
 
@@ -412,9 +406,6 @@ def workspaces_compared(runs: list[Run], *, path: str) -> dict:
         elif old == new:
             change.note = "the same in both"
         else:
-            lines = difflib.unified_diff(
-                old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-            )
-            change.diff = "".join(lines)
+            change.diff = unified_diff(old_text, new_text, f"a/{path}", f"b/{path}")
         diffs.append(change)
     return {"files": dict(sorted(files.items())), "diffs": diffs, "path": path}

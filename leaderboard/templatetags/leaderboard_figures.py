@@ -21,17 +21,8 @@ def improvement(row: dict) -> str:
     return mean_label(mean=row["mean_improvement"], interval=row["improvement_interval"], count=row["scored"])
 
 
-@register.simple_tag
-def runs_url(
-    row: dict,
-    task: str = "",
-    ranking: str = "counted",
-    current: bool = True,
-    category: str = "",
-    self_reported: bool = False,
-) -> str:
-    """The runs list filtered to the runs behind one of the row's counts (``links.runs_href``)."""
-    return runs_href(row, task=task, ranking=ranking, current=current, category=category, self_reported=self_reported)
+# {% runs_url row ranking=... %}: the runs list filtered to the runs behind one of the row's counts.
+register.simple_tag(runs_href, name="runs_url")
 
 
 @register.filter

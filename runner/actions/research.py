@@ -3,10 +3,10 @@ LLM (the run's "fast" model, through the gateway; tokens counted to the run)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import TYPE_CHECKING
 
+from ..text import unified_diff
 from .catalogue import (
     APPEND_FILE,
     APPEND_SUMMARY_TO_RESEARCH_LOG,
@@ -99,14 +99,7 @@ def _edit(
         new_content += "\n"
     old_content = env.low_read_or_empty(save_name)
     env.low(WRITE_FILE, {"file_name": save_name, "content": new_content})
-    diff = "".join(
-        difflib.unified_diff(
-            old_content.splitlines(keepends=True),
-            new_content.splitlines(keepends=True),
-            fromfile=script_name,
-            tofile=save_name,
-        )
-    )
+    diff = unified_diff(old_content, new_content, script_name, save_name)
     return (
         f"The edited file is saved to {save_name}. Here is the diff, please check if the edit is correct and "
         f"desirable:\n\n{diff or '(no changes)'}"

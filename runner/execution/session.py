@@ -296,8 +296,7 @@ class RunSession:
         again: its recorded ending and final workspace are evaluated."""
         ending = self.recorded_ending()
         if ending is not None:
-            last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
-            final_sha = self.run.final_snapshot or last or self.run.initial_snapshot
+            final_sha = self.run.final_workspace_snapshot()
             log.info("run %s: the conversation ended in an earlier attempt; evaluating only", self.run.pk)
         else:
             self.conversation = Conversation(self)
