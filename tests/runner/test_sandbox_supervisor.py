@@ -334,10 +334,10 @@ def test_a_command_the_worker_never_stops_is_stopped_by_the_supervisor_after_its
     kept = supervised_module.SupervisedSandbox(box, mounts=env.mounts(), limits=env.limits)
     try:
         proc = kept.popen(["sleep", "60"], cwd="/workspace", env={}, limits=env.limits, timeout=1)
-        started = time.monotonic()
         assert proc.stdout.read() == b""  # blocks until the command and all it started are gone
         info = proc.reap_exit()
-        assert info.code == -signal.SIGKILL and time.monotonic() - started < 30
+        # Killed, not ended: `sleep 60` left alone exits 0, and nothing but the supervisor stops it here.
+        assert info.code == -signal.SIGKILL
     finally:
         kept.close()
 
