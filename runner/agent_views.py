@@ -25,13 +25,13 @@ def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
         versions = agent_versions(viewer=request.user, name=name)
     except Agent.DoesNotExist:
         raise Http404(f"no agent {name}") from None
-    runs = runs_list(viewer=request.user, agent=name)
+    runs = list(runs_list(viewer=request.user, agent=name)[: AGENT_PAGE_RUNS + 1])  # one more: are there more?
     context = {
         "name": name,
         "latest": versions[0],
         "versions": versions,
         "runs": runs[:AGENT_PAGE_RUNS],
-        "runs_more": runs.count() > AGENT_PAGE_RUNS,
+        "runs_more": len(runs) > AGENT_PAGE_RUNS,
         "ranked": agent_ranked_counts(viewer=request.user, name=name),
         "is_owner": request.user.is_authenticated and versions[0].owner_id == request.user.pk,
     }
