@@ -197,8 +197,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "bench.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
-    # Agent uploads run a smoke test in the sandbox: at most this many per user (?/minute, ?/hour, ?/day).
-    "DEFAULT_THROTTLE_RATES": {"agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour"},
+    # Uploads work in the sandbox (an agent's smoke test, a log's scoring): at most this many per user
+    # (?/minute, ?/hour, ?/day).
+    "DEFAULT_THROTTLE_RATES": {
+        "agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour",
+        "trace_uploads": os.environ.get("BENCH_TRACE_UPLOAD_RATE") or "20/hour",
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlab-bench API",

@@ -1,12 +1,8 @@
-import os
-import tempfile
 from decimal import Decimal
-from pathlib import Path
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
-from rest_framework.decorators import action, api_view, parser_classes, permission_classes
+from rest_framework.decorators import action, api_view, parser_classes, permission_classes, throttle_classes
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -17,7 +13,7 @@ from bench.schema import errors
 from task_bank.models import Task
 
 from .agent_packages import AgentPackageError, agent_upload
-from .imports import TraceImportError, trace_import
+from .imports import TraceImportError, trace_upload
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import (
@@ -195,6 +191,13 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return self.get_paginated_response(StepSerializer(page, many=True).data)
 
 
+class TraceUploadThrottle(UserRateThrottle):
+    """Log uploads per user (each prepares the task and scores the log in the sandbox): the ``trace_uploads``
+    rate in settings."""
+
+    scope = "trace_uploads"
+
+
 class TraceUploadSerializer(serializers.Serializer):
     log = serializers.FileField(
         help_text="An MLAgentBench log as a zip: env_log/trace.json, env_log/traces/step_N_files/, "
@@ -215,10 +218,11 @@ class TraceUploadSerializer(serializers.Serializer):
 
 @extend_schema(
     request={"multipart/form-data": TraceUploadSerializer},
-    responses={201: RunSerializer, **errors(403)},
+    responses={201: RunSerializer, **errors(403, 429)},
 )
 @api_view(["POST"])
 @permission_classes([permissions.IsAuthenticated])
+@throttle_classes([TraceUploadThrottle])
 @parser_classes([MultiPartParser])
 def trace_import_api(request):
     """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
@@ -227,28 +231,16 @@ def trace_import_api(request):
     upload = TraceUploadSerializer(data=request.data)
     upload.is_valid(raise_exception=True)
     data = upload.validated_data
-    log = data["log"]
-    if log.size > settings.BENCH_TASK_MAX_BYTES:
-        raise serializers.ValidationError(
-            {"log": [f"the upload is {log.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} are allowed"]}
-        )
-    fd, name = tempfile.mkstemp(prefix="trace-upload-", suffix=".zip")
     try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in log.chunks():
-                out.write(chunk)
-        run = trace_import(
-            source=Path(name),
+        run = trace_upload(
+            upload=data["log"],
+            owner=request.user,
             task_slug=data.get("task"),
             agent_name=data.get("agent"),
             model=data.get("model"),
-            owner=request.user,
-            only_own_agents=not request.user.is_staff,
         )
     except TraceImportError as exc:
         raise serializers.ValidationError({"log": [str(exc)]}) from None
-    finally:
-        Path(name).unlink(missing_ok=True)
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

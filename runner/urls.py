@@ -9,6 +9,7 @@ urlpatterns = [
     path("agents/<slug:name>/", agent_views.agent_detail_view, name="agent_detail"),
     path("runs/", views.run_list_view, name="run_list"),
     path("runs/compare/", views.runs_compare_view, name="runs_compare"),
+    path("runs/import/", agent_views.trace_upload_view, name="trace_upload"),
     path("actions/", views.action_catalogue_view, name="actions"),
     path("runs/<int:pk>/", views.run_detail_view, name="run_detail"),
     path("runs/<int:pk>/steps/", views.run_steps_view, name="run_steps"),
