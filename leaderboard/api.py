@@ -70,5 +70,5 @@ def leaderboard_api(request: Request) -> Response:
     query, problems = board_query_parse(request.query_params)
     if problems:
         raise serializers.ValidationError({param: [message] for param, message in problems.items()})
-    board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
+    board = leaderboard_matrix(viewer=request.user, options=query.options(), sort=query.sort)
     return Response([leaderboard_row_export(r) for r in board["rows"]])
