@@ -39,6 +39,10 @@ ROWS = inline_serializer(
             allow_null=True,
             help_text="mean normalised score on the tasks with a reference score: 0 = baseline, 1 = reference",
         ),
+        "review_tags": serializers.DictField(
+            child=serializers.IntegerField(),
+            help_text="counted runs per review tag (on the run or one of its steps), the most frequent first",
+        ),
     },
     many=True,
 )
