@@ -101,6 +101,13 @@ class RunRequestSerializer(serializers.Serializer):
         return [tasks[s] for s in slugs]
 
 
+class RunRequestThrottle(UserRateThrottle):
+    """Requests for runs per user (staff starting runs, submissions), site and API together: the ``run_requests``
+    rate in settings (BENCH_RUN_REQUEST_RATE)."""
+
+    scope = "run_requests"
+
+
 class IsStaffOrReadOnly(permissions.BasePermission):
     reads_are_open = True  # the schema says so (bench.schema)
 
@@ -128,6 +135,15 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsStaffOrReadOnly]
     pagination_class = BeforeOrOffsetPagination
 
+    def get_throttles(self):
+        return [RunRequestThrottle()] if self.action == "create" else []
+
+    def get_serializer_class(self):
+        """What a POST to the list takes: the browsable API's form shows the request's fields, not a run's."""
+        if self.action in ("list", "create") and self.request is not None and self.request.method == "POST":
+            return RunRequestSerializer
+        return RunSerializer
+
     def keyset_page(self, queryset, *, before: int, size: int) -> tuple[list[Run], int | None]:
         """?before=ID: the runs listed after run ID (older), read from the list's index at any depth."""
         try:
@@ -150,7 +166,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
             raise serializers.ValidationError({"status": [f"expected one of {', '.join(Run.Status.values)}"]})
         return runs_list(viewer=self.request.user, status=status_, task=params.get("task"), agent=params.get("agent"))
 
-    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 503)})
+    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 429, 503)})
     def create(self, request):
         """Queue runs of an agent on tasks (one per task x repeat), as `bench_run` does."""
         request_data = RunRequestSerializer(data=request.data)
