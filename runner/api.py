@@ -129,7 +129,8 @@ class IsStaffOrReadOnly(permissions.BasePermission):
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     """Runs, newest first; filter with ?status=, ?task=, ?agent=; page with ?limit= and ?offset=, or (as fast at any
     depth) ?before=ID, the runs after run ID, which each page's ``next`` link follows. Staff can start and cancel
-    runs. A private agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
+    runs (people do it on the site's New runs page, /runs/new/). A private agent's runs are listed and found only
+    for its owner and staff (to anyone else, a 404)."""
 
     serializer_class = RunSerializer
     permission_classes = [IsStaffOrReadOnly]
