@@ -256,3 +256,13 @@ def test_a_batch_records_what_was_asked(mine, tiny_task, people):
     )
     assert [t.slug for t in batch.tasks.all()] == ["tiny"]
     assert (batch.max_steps, batch.max_time_s, batch.approval, len(runs)) == (3, None, "approved", 2)
+
+
+@pytest.mark.django_db
+def test_the_service_refuses_others_agents_whatever_the_caller(people, mine, tiny_task):
+    from runner.services import RunRequestError
+    from runner.submissions import submission_create
+
+    with pytest.raises(RunRequestError, match="agent owned is not yours"):
+        submission_create(submitter=people["stranger"], agent=mine, tasks=[tiny_task.task])
+    assert not Batch.objects.exists()
