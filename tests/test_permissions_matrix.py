@@ -243,6 +243,9 @@ CASES = {
     "admin: score steps": Case(
         admin_action("admin:runner_run_changelist", "score_steps", "finished"), admin_refused, assert_scoring_queued
     ),
+    "admin: approve submissions": Case(
+        admin_action("admin:runner_batch_changelist", "approve", "pending"), admin_refused, assert_submission_approved
+    ),
     "admin: retire task": Case(
         admin_action("admin:task_bank_task_changelist", "retire", "task"), admin_refused, assert_retired
     ),
