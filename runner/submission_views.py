@@ -98,7 +98,7 @@ def submission_list_view(request: HttpRequest) -> HttpResponse:
     return render(request, "runner/submission_list.html", context)
 
 
-def _pending(pk: int) -> Batch:
+def _submission(pk: int) -> Batch:
     batch = submissions_list(viewer=None).filter(pk=pk).first()
     if batch is None:
         raise Http404(f"no submission {pk}")
@@ -108,7 +108,7 @@ def _pending(pk: int) -> Batch:
 @require_POST
 @staff_member_required
 def submission_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
-    batch = _pending(pk)
+    batch = _submission(pk)
     try:
         runs = submission_approve(batch=batch, by=request.user)
     except RunRequestError as exc:
@@ -123,7 +123,7 @@ def submission_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @staff_member_required
 def submission_reject_view(request: HttpRequest, pk: int) -> HttpResponse:
-    batch = _pending(pk)
+    batch = _submission(pk)
     try:
         submission_reject(batch=batch, by=request.user, reason=request.POST.get("reason", ""))
     except RunRequestError as exc:

@@ -133,3 +133,30 @@ def test_the_browsable_api_form_for_new_runs_shows_the_request_not_a_runs_fields
     form = html[html.index('id="post-object-form"') :]
     assert 'name="agent"' in form and 'name="repeats"' in form and "Tasks" in form
     assert 'name="peak_memory_mb"' not in form and 'name="final_score"' not in form
+
+
+@pytest.mark.django_db
+def test_the_submissions_page_and_api_read_a_fixed_number_of_queries(client, people, mine, tiny_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> tuple[int, int]:
+        counts = []
+        for url in (reverse("runner:submission_list"), "/api/v1/submissions/"):
+            with CaptureQueriesContext(connection) as captured:
+                assert client.get(url).status_code == 200
+            counts.append(len(captured))
+        return tuple(counts)
+
+    def add(count: int) -> None:  # each: one waiting, one approved (with runs), of another agent
+        for _ in range(count):
+            other = AgentFactory(owner=people["stranger"])
+            submission_create(submitter=people["stranger"], agent=other, tasks=[tiny_task.task])
+            batch, _ = submission_create(submitter=people["stranger"], agent=other, tasks=[tiny_task.task], repeats=2)
+            client.post(reverse("runner:submission_approve", args=[batch.pk]))
+
+    client.force_login(people["staff"])
+    add(1)
+    one = queries()
+    add(5)
+    assert queries() == one
