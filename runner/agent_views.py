@@ -7,6 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from bench.roles import is_staff
 from task_bank.models import Task
 
 from .agent_packages import AgentPackageError, agent_upload
@@ -14,7 +15,8 @@ from .api import AgentUploadThrottle, TraceUploadThrottle
 from .forms import AgentUploadForm, TraceUploadForm
 from .imports import TraceImportError, trace_upload
 from .models import Agent
-from .selectors import agent_ranked_counts, agent_versions, agents_list, runs_list
+from .selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
+from .submission_views import run_request_form
 
 AGENT_PAGE_RUNS = 20
 
@@ -37,8 +39,18 @@ def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
         "runs_more": len(runs) > AGENT_PAGE_RUNS,
         "ranked": agent_ranked_counts(viewer=request.user, name=name),
         "is_owner": request.user.is_authenticated and versions[0].owner_id == request.user.pk,
+        **agent_requests(request=request, name=name, latest=versions[0]),
     }
     return render(request, "runner/agent_detail.html", context)
+
+
+def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
+    """For the agent's owner and staff: the "Request runs" form and the agent's submissions (None: not shown)."""
+    if not (is_staff(request.user) or (request.user.is_authenticated and latest.owner_id == request.user.pk)):
+        return {"request_form": None, "submissions": None}
+    form = None if latest.kind == Agent.Kind.EXTERNAL else run_request_form(request=request, agent_name=name)
+    submissions = submissions_list(viewer=request.user).filter(agent__name=name)[:AGENT_PAGE_RUNS]
+    return {"request_form": form, "submissions": list(submissions)}
 
 
 @login_required

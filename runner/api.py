@@ -97,6 +97,13 @@ class RunRequestSerializer(serializers.Serializer):
         return [tasks[s] for s in slugs]
 
 
+class RunRequestThrottle(UserRateThrottle):
+    """Requests for runs per user (staff starting runs, submissions), site and API together: the ``run_requests``
+    rate in settings (BENCH_RUN_REQUEST_RATE)."""
+
+    scope = "run_requests"
+
+
 class IsStaffOrReadOnly(permissions.BasePermission):
     reads_are_open = True  # the schema says so (bench.schema)
 
@@ -118,11 +125,21 @@ class IsStaffOrReadOnly(permissions.BasePermission):
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     """Runs, newest first; filter with ?status=, ?task=, ?agent=; page with ?limit= and ?offset=, or (as fast at any
     depth) ?before=ID, the runs after run ID, which each page's ``next`` link follows. Staff can start and cancel
-    runs. A private agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
+    runs (people do it on the site's New runs page, /runs/new/). A private agent's runs are listed and found only
+    for its owner and staff (to anyone else, a 404)."""
 
     serializer_class = RunSerializer
     permission_classes = [IsStaffOrReadOnly]
     pagination_class = BeforeOrOffsetPagination
+
+    def get_throttles(self):
+        return [RunRequestThrottle()] if self.action == "create" else []
+
+    def get_serializer_class(self):
+        """What a POST to the list takes: the browsable API's form shows the request's fields, not a run's."""
+        if self.action in ("list", "create") and self.request is not None and self.request.method == "POST":
+            return RunRequestSerializer
+        return RunSerializer
 
     def keyset_page(self, queryset, *, before: int, size: int) -> tuple[list[Run], int | None]:
         """?before=ID: the runs listed after run ID (older), read from the list's index at any depth."""
@@ -146,7 +163,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
             raise serializers.ValidationError({"status": [f"expected one of {', '.join(Run.Status.values)}"]})
         return runs_list(viewer=self.request.user, status=status_, task=params.get("task"), agent=params.get("agent"))
 
-    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 503)})
+    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 429, 503)})
     def create(self, request):
         """Queue runs of an agent on tasks (one per task x repeat), as `bench_run` does."""
         request_data = RunRequestSerializer(data=request.data)

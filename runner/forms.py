@@ -1,7 +1,12 @@
+from decimal import Decimal
+
 from django import forms
 from django.conf import settings
+from django.db.models import QuerySet
 
-from .models import Agent
+from task_bank.models import Task
+
+from .models import Agent, ModelEndpoint, RunLimits
 
 
 class AgentUploadForm(forms.Form):
@@ -58,3 +63,50 @@ class TraceUploadForm(forms.Form):
         if not log.name.lower().endswith(".zip"):
             raise forms.ValidationError(f"{log.name} is not a .zip file; upload the log folder zipped")
         return log
+
+
+class AgentChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, agent: Agent) -> str:
+        return f"{agent.name}@{agent.version}"
+
+
+class RunRequestForm(forms.Form):
+    """Runs of one agent on tasks x repeats, with models from the platform's enabled endpoints and limits: staff's
+    request queues them at once, a submitter's waits for approval (``submissions.submission_create`` either way)."""
+
+    agent = AgentChoiceField(queryset=Agent.objects.none(), empty_label=None)
+    tasks = forms.ModelMultipleChoiceField(
+        queryset=Task.objects.none(), widget=forms.CheckboxSelectMultiple, help_text="Enabled tasks."
+    )
+    repeats = forms.IntegerField(min_value=1, initial=1, help_text="Runs per task (the paper used 8).")
+    model = forms.ChoiceField(required=False, help_text="The model the agent calls; none for an agent without an LLM.")
+    fast_model = forms.ChoiceField(required=False, help_text="Quick LLM-backed actions; empty: the model.")
+    edit_model = forms.ChoiceField(required=False, help_text="Edit Script (AI); empty: the fast model.")
+    max_steps = forms.IntegerField(
+        required=False, min_value=1, max_value=RunLimits.MOST["max_steps"], help_text="Empty: each task's own."
+    )
+    max_time_s = forms.IntegerField(
+        required=False, min_value=1, max_value=RunLimits.MOST["max_time_s"], label="Max time (s)",
+        help_text="Empty: each task's own.",
+    )  # fmt: skip
+    max_tokens = forms.IntegerField(
+        required=False, min_value=1, max_value=RunLimits.MOST["max_tokens"], help_text="Empty: no budget."
+    )
+    max_cost = forms.DecimalField(
+        required=False, min_value=Decimal(0), max_value=RunLimits.MOST["max_cost"], max_digits=12, decimal_places=6,
+        help_text="In the endpoints' prices; empty: no budget.",
+    )  # fmt: skip
+
+    def __init__(self, *args, agents: QuerySet[Agent], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].queryset = agents.order_by("name", "-created_at")
+        self.fields["tasks"].queryset = Task.objects.filter(is_enabled=True, current_version__isnull=False)
+        endpoints = [("", "none")] + [
+            (name, name) for name in ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True)
+        ]
+        for name in ("model", "fast_model", "edit_model"):
+            self.fields[name].choices = endpoints
+
+    @property
+    def limits(self) -> RunLimits:
+        return RunLimits(**{name: self.cleaned_data.get(name) for name in RunLimits.NAMES})

@@ -21,7 +21,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
 
 from .actions import ACTIONS
-from .models import Agent, LLMCall, ReviewTag, Run, Step
+from .models import Agent, Batch, LLMCall, ReviewTag, Run, Step
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
@@ -461,3 +461,26 @@ def run_trace_json(*, run: Run) -> dict:
         },
         "task_description": run.task_version.research_problem,
     }
+
+
+def submissions_list(*, viewer: Viewer, approval: str | None = None) -> QuerySet[Batch]:
+    """The submissions (batches someone asked for) ``viewer`` may see, newest first: staff (and an operator's
+    command) all, a submitter those they asked for and those of their agents, a visitor none. Each carries the
+    counts its ``state`` is read from (runs, queued, ended), counted by the database."""
+    submissions = Batch.objects.filter(created_by__isnull=False)
+    if viewer is not None and not viewer.is_staff:
+        if not viewer.is_authenticated:
+            return submissions.none()
+        submissions = submissions.filter(Q(created_by=viewer) | Q(agent__owner=viewer))
+    if approval is not None:
+        submissions = submissions.filter(approval=approval)
+    return (
+        submissions.select_related("agent", "created_by", "decided_by")
+        .prefetch_related("tasks")
+        .annotate(
+            runs_total=Count("runs"),
+            runs_queued=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
+            runs_ended=Count("runs", filter=Q(runs__status__in=Run.TERMINAL)),
+        )
+        .order_by("-created_at", "-pk")
+    )
