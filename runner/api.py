@@ -117,6 +117,7 @@ class IsStaffOrReadOnly(permissions.BasePermission):
             OpenApiParameter("status", str, enum=Run.Status.values, description="only runs in this status"),
             OpenApiParameter("task", str, description="only runs of the task with this slug"),
             OpenApiParameter("agent", str, description="only runs of the agent with this name"),
+            OpenApiParameter("batch", int, description="only runs of this batch (a submission's id)"),
         ],
         responses={200: RunSerializer(many=True), **errors()},
     ),
@@ -161,7 +162,16 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         status_ = params.get("status")
         if self.action == "list" and "status" in params and status_ not in Run.Status.values:
             raise serializers.ValidationError({"status": [f"expected one of {', '.join(Run.Status.values)}"]})
-        return runs_list(viewer=self.request.user, status=status_, task=params.get("task"), agent=params.get("agent"))
+        batch = params.get("batch")
+        if self.action == "list" and batch is not None and not (batch.isdigit() and len(batch) < 19):
+            raise serializers.ValidationError({"batch": ["expected a batch's id (a whole number)"]})
+        return runs_list(
+            viewer=self.request.user,
+            status=status_,
+            task=params.get("task"),
+            agent=params.get("agent"),
+            batch=int(batch) if batch is not None and self.action == "list" else None,
+        )
 
     @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 429, 503)})
     def create(self, request):

@@ -142,12 +142,14 @@ def runs_list(
     category: str | None = None,
     origin: str | None = None,
     tag: str | None = None,
+    batch: int | None = None,
 ) -> QuerySet[Run]:
     """The runs ``viewer`` may see, newest first (``Run.LIST_ORDER``), filtered by status, task slug, agent name,
     agent ``version``, ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs
     a leaderboard count stands for), ``current`` (only runs of their task's current version), the task's
-    ``category``, the run's ``origin`` (a key of ORIGINS) and a review ``tag`` kind the run or one of its steps
-    has. A page of it gets its queued runs' places from ``queue_positions_fill`` (``runs_page`` does it)."""
+    ``category``, the run's ``origin`` (a key of ORIGINS), a review ``tag`` kind the run or one of its steps
+    has, and the ``batch`` (a submission) it was queued in. A page of it gets its queued runs' places from
+    ``queue_positions_fill`` (``runs_page`` does it)."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by(*Run.LIST_ORDER)
     if status:
         qs = qs.filter(status=status)
@@ -169,6 +171,8 @@ def runs_list(
         qs = qs.filter(ORIGINS[origin])
     if tag:
         qs = qs.filter(Exists(ReviewTag.objects.filter(run=OuterRef("pk"), kind=tag)))
+    if batch is not None:
+        qs = qs.filter(batch_id=batch)
     return qs
 
 

@@ -4,6 +4,8 @@ and Reject, the header's link to it, and the browsable API's form for new runs."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.cache import cache
 from django.urls import reverse
@@ -161,3 +163,22 @@ def test_the_submissions_page_and_api_read_a_fixed_number_of_queries(client, peo
     one = queries()
     add(5)
     assert queries() == one
+
+
+@pytest.mark.django_db
+def test_a_submissions_runs_link_lists_its_runs_alone_on_the_page_and_in_the_api(client, people, mine, tiny_task):
+    first, _ = submission_create(submitter=people["staff"], agent=mine, tasks=[tiny_task.task], repeats=2)
+    submission_create(submitter=people["staff"], agent=mine, tasks=[tiny_task.task])  # the same agent's other runs
+    assert Run.objects.filter(agent=mine).count() == 3
+    client.force_login(people["owner"])
+
+    link = f"{reverse('runner:run_list')}?batch={first.pk}"
+    assert link in client.get(reverse("runner:submission_list")).content.decode()
+    html = client.get(link).content.decode()
+    api = client.get(f"/api/v1/runs/?batch={first.pk}").json()["results"]
+
+    listed = {int(href.split("/")[2]) for href in re.findall(r'href="(/runs/\d+/)"', html)}
+    assert listed == set(first.runs.values_list("pk", flat=True))
+    assert f"only the runs of submission {first.pk}" in html
+    assert {run["id"] for run in api} == listed
+    assert client.get("/api/v1/runs/?batch=first").status_code == 400
