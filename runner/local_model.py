@@ -83,6 +83,22 @@ def _dequantise(source: Path, target: Path, threads: int) -> None:
     tokenizer.save_pretrained(target)
 
 
+def local_endpoint_spec(*, var_dir: Path, port: int) -> dict:
+    """The endpoint as ``llm.endpoints_sync`` takes it: free, one call at a time (two cores make one answer at a
+    time anyway), and a timeout sized for this machine's speed (measured by benchmarks/local_model.py: prompts
+    at about 170 tokens/s, answers at 1.3 to 2.4 tokens/s at the research agent's 3,400-token prompt)."""
+    return {
+        "name": ENDPOINT_NAME,
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "model_id": str(model_folder(var_dir)),  # transformers serve names the model by its folder
+        "price_input_per_mtok": 0,
+        "price_output_per_mtok": 0,
+        "timeout_s": 120,
+        "output_tokens_per_s": 1,
+        "max_concurrency": 1,
+    }
+
+
 def local_model_command(*, folder: Path, host: str = "127.0.0.1", port: int) -> list[str]:
     """The server's command line: ``transformers serve`` of this interpreter, the folder preloaded."""
     serve = "from transformers.cli.transformers import main; import sys; sys.argv[0] = 'transformers'; main()"
