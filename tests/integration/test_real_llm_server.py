@@ -153,7 +153,7 @@ def test_the_research_agent_asks_the_real_server_retries_a_malformed_answer_then
     calls = list(LLMCall.objects.filter(run=run).order_by("pk"))
     assert len(calls) == 2 == real_server.requests_served() - served  # every call the server saw is recorded
     prompts = [c.messages[0]["content"] for c in calls]
-    assert prompts[0].startswith("You are a research assistant") and tiny_task.task.research_problem in prompts[0]
+    assert prompts[0].startswith("You are a research assistant") and tiny_task.research_problem in prompts[0]
     assert prompts[1].startswith(prompts[0]) and NOTICE_ENTRIES in prompts[1][len(prompts[0]) :]
     for call in calls:
         assert call.endpoint == "local-smollm2" and call.model == str(real_server.folder)
