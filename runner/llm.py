@@ -128,13 +128,13 @@ def call_timeout(endpoint: ModelEndpoint, max_tokens: int) -> float:
     """How long one call may take: the endpoint's timeout_s, plus the answer's token budget at the slowest
     generation speed to expect when the endpoint states one (a slow server gets the time a long answer needs)."""
     rate = endpoint.output_tokens_per_s
-    return endpoint.timeout_s + (max_tokens / rate if rate else 0.0)
+    return endpoint.timeout_s + (max_tokens / rate if rate and rate > 0 else 0.0)
 
 
 def timeout_reason(endpoint: ModelEndpoint, max_tokens: int) -> str:
     """Why a call was cut where it was, in words: the timeout and what it was sized from."""
     seconds = call_timeout(endpoint, max_tokens)
-    if not endpoint.output_tokens_per_s:
+    if not endpoint.output_tokens_per_s or endpoint.output_tokens_per_s <= 0:
         return (
             f"no answer within the endpoint's timeout of {seconds:g} s for up to {max_tokens} tokens (timeout_s; "
             "set output_tokens_per_s to size it to the answer's token budget, or ask for fewer tokens)"
@@ -454,8 +454,7 @@ def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
         "base_url", "api_key_env", "model_id", "price_input_per_mtok", "price_output_per_mtok", "timeout_s",
         "output_tokens_per_s", "max_concurrency", "is_enabled",
     }  # fmt: skip
-    endpoints = []
-    for spec in specs:
+    for spec in specs:  # all checked before any is written
         if not isinstance(spec, dict) or "name" not in spec or "base_url" not in spec:
             raise ValueError(f"a model endpoint needs at least name and base_url: {spec!r}")
         unknown = set(spec) - allowed - {"name"}
@@ -463,8 +462,17 @@ def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
             raise ValueError(
                 f"unknown keys {sorted(unknown)} in model endpoint {spec['name']}; allowed: {sorted(allowed)}"
             )
-        defaults = {k: v for k, v in spec.items() if k in allowed}
-        defaults.setdefault("model_id", spec["name"])
-        endpoint, _ = ModelEndpoint.objects.update_or_create(name=spec["name"], defaults=defaults)
-        endpoints.append(endpoint)
+        for key in ("timeout_s", "output_tokens_per_s"):
+            value = spec.get(key)
+            if value is None and key == "output_tokens_per_s":
+                continue
+            if key in spec and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"{key} of model endpoint {spec['name']} must be a number above 0, not {value!r}")
+    endpoints = []
+    with transaction.atomic():
+        for spec in specs:
+            defaults = {k: v for k, v in spec.items() if k in allowed}
+            defaults.setdefault("model_id", spec["name"])
+            endpoint, _ = ModelEndpoint.objects.update_or_create(name=spec["name"], defaults=defaults)
+            endpoints.append(endpoint)
     return endpoints

@@ -85,8 +85,9 @@ def _dequantise(source: Path, target: Path, threads: int) -> None:
 
 def local_endpoint_spec(*, var_dir: Path, port: int) -> dict:
     """The endpoint as ``llm.endpoints_sync`` takes it: free, one call at a time (two cores make one answer at a
-    time anyway), and a timeout sized for this machine's speed (measured by benchmarks/local_model.py: prompts
-    at about 170 tokens/s, answers at 1.3 to 2.4 tokens/s at the research agent's 3,400-token prompt)."""
+    time anyway), and a timeout sized for a 2-core machine (benchmarks/local_model.py: prompts read at 50 to 185
+    tokens/s, answers written at 0.4 to 2.4 tokens/s at the research agent's 3,400-token prompt, depending on
+    what else the machine runs)."""
     return {
         "name": ENDPOINT_NAME,
         "base_url": f"http://127.0.0.1:{port}/v1",
@@ -94,7 +95,7 @@ def local_endpoint_spec(*, var_dir: Path, port: int) -> dict:
         "price_input_per_mtok": 0,
         "price_output_per_mtok": 0,
         "timeout_s": 120,
-        "output_tokens_per_s": 1,
+        "output_tokens_per_s": 0.5,
         "max_concurrency": 1,
     }
 

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -436,6 +437,7 @@ class ModelEndpoint(models.Model):
     output_tokens_per_s = models.FloatField(
         null=True,
         blank=True,
+        validators=[MinValueValidator(0.001)],
         help_text="The slowest generation speed to expect, in tokens per second: a call then waits timeout_s plus "
         "its max_tokens at this speed (a slow local server needs minutes for a 2,000-token answer). Blank: "
         "timeout_s for every call.",

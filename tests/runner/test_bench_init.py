@@ -46,7 +46,7 @@ def test_with_the_local_model_on_it_registers_local_smollm2_free_and_one_call_at
     assert endpoint.base_url == "http://127.0.0.1:8123/v1"
     assert endpoint.model_id == str(settings.VAR_DIR / "models" / "smollm2-135m-instruct")
     assert (endpoint.price_input_per_mtok, endpoint.price_output_per_mtok) == (0, 0)
-    assert (endpoint.max_concurrency, endpoint.output_tokens_per_s) == (1, 1)
+    assert (endpoint.max_concurrency, endpoint.output_tokens_per_s) == (1, 0.5)
     assert "too small and too slow to make progress" in capsys.readouterr().out
 
 

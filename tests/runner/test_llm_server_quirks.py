@@ -113,3 +113,17 @@ def test_a_call_cut_at_a_fixed_timeout_suggests_sizing_it(run, endpoint, llm_ser
 def test_endpoints_from_configuration_may_state_their_speed(db):
     (endpoint,) = endpoints_sync([{"name": "slow-box", "base_url": "http://127.0.0.1:1/v1", "output_tokens_per_s": 2}])
     assert endpoint.output_tokens_per_s == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, "fast", True])
+def test_a_speed_or_timeout_that_is_not_a_positive_number_is_refused_and_nothing_is_written(db, bad):
+    specs = [
+        {"name": "fine", "base_url": "http://127.0.0.1:1/v1"},
+        {"name": "slow-box", "base_url": "http://127.0.0.1:1/v1", "output_tokens_per_s": bad},
+    ]
+    with pytest.raises(ValueError, match="output_tokens_per_s of model endpoint slow-box must be a number above 0"):
+        endpoints_sync(specs)
+    specs[1] = {"name": "slow-box", "base_url": "http://127.0.0.1:1/v1", "timeout_s": bad}
+    with pytest.raises(ValueError, match="timeout_s of model endpoint slow-box must be a number above 0"):
+        endpoints_sync(specs)
+    assert not ModelEndpoint.objects.exists()
