@@ -24,7 +24,7 @@ from runner.local_model import (
     local_model_prepare,
     local_model_wait,
 )
-from runner.models import Agent, LLMCall, ModelEndpoint, Run, Step
+from runner.models import Agent, LLMCall, ModelEndpoint, Run, RunLimits, Step
 from runner.services import run_create
 
 from ..factories import AgentFactory, RunFactory
@@ -143,7 +143,10 @@ def test_the_research_agent_asks_the_real_server_retries_a_malformed_answer_then
     tiny_task, tiny_research, local_endpoint, real_server
 ):
     served = real_server.requests_served()
-    run = run_execute(run_create(task=tiny_task.task, agent=tiny_research, model="local-smollm2", enqueue=False).pk)
+    # The tiny task's 120 s would end the run on a busy machine before the server has read the prompt twice.
+    limits = RunLimits(max_time_s=1800)
+    queued = run_create(task=tiny_task.task, agent=tiny_research, model="local-smollm2", limits=limits, enqueue=False)
+    run = run_execute(queued.pk)
 
     # A 135M model does not answer in the six-entry format: asked twice (the notice appended), then the agent
     # stops without acting, as MLAgentBench's does after its attempts.
