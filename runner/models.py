@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -509,7 +510,18 @@ class ModelEndpoint(models.Model):
     model_id = models.CharField(max_length=200, help_text="The model id sent to the endpoint.")
     price_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    timeout_s = models.FloatField(default=120)
+    timeout_s = models.FloatField(
+        default=120,
+        help_text="Seconds a call may take (plus the answer's token budget at output_tokens_per_s, when set).",
+    )
+    output_tokens_per_s = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="The slowest generation speed to expect, in tokens per second: a call then waits timeout_s plus "
+        "its max_tokens at this speed (a slow local server needs minutes for a 2,000-token answer). Blank: "
+        "timeout_s for every call.",
+    )
     max_concurrency = models.PositiveIntegerField(default=4)
     is_enabled = models.BooleanField(default=True)
     last_check_at = models.DateTimeField(null=True, blank=True)
