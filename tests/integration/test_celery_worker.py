@@ -14,7 +14,8 @@ from .conftest import start_worker, stop_worker
 pytestmark = pytest.mark.integration
 
 
-def test_a_worker_runs_the_baseline_and_records_the_eval_score(backend, worker_env, digits, capsys, tmp_path):
+def test_a_worker_runs_the_baseline_and_records_the_eval_score(backend, worker_env, digits, capsys, tmp_path, settings):
+    settings.BENCH_SANDBOX = backend  # a run is made with the sandbox it runs in
     worker = start_worker({**worker_env, "BENCH_SANDBOX": backend}, tmp_path / "worker.log", worker_env["CELERY_QUEUE"])
     try:
         call_command("bench_run", "--agent", "baseline", "--task", "digits", "--wait", "--timeout", "600")
