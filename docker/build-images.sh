@@ -91,6 +91,9 @@ image_build() {
   local tag="$1" dockerfile="$2" context="$3" inputs="$4"
   docker build --quiet --build-arg "BASE=$BASE_IMAGE" --label "mlab-bench.inputs=$inputs" \
     -f "$dockerfile" -t "$tag" "$context" >/dev/null
+  # The classic builder keeps each earlier stage as an untagged image; a stage labelled mlab-bench.stage is not
+  # needed once the image is built (the label check above decides whether to build again, not the layer cache).
+  docker image prune --force --filter label=mlab-bench.stage >/dev/null
 }
 
 sandbox_build() {

@@ -10,6 +10,8 @@
 ARG BASE=mlab-bench-base:bookworm
 
 FROM ${BASE} AS install
+# build-images.sh removes this stage's image (the wheels and the venv: over 2 GB) once the sandbox image is built.
+LABEL mlab-bench.stage=sandbox-install
 COPY . /wheels
 # A venv at /usr/local: its interpreter is /usr/local/bin/python, which the platform runs inside (BENCH_SANDBOX_PYTHON
 # for docker). Nothing comes from an index: every wheel is in the context.
