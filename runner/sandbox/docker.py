@@ -386,10 +386,7 @@ class DockerSandbox(Sandbox):
             sock = container.attach_socket(
                 params={"stdin": int(piped), "stdout": 1, "stderr": 1, "stream": 1, "logs": 0}
             )
-            raw = getattr(sock, "_sock", sock)
-            # The attach socket carries the client's read timeout: a process silent for that long (an agent
-            # waiting for an Execute Script) would look ended. It is read until the container's end instead.
-            raw.settimeout(None)
+            raw = getattr(sock, "_sock", sock)  # read without a timeout (docker-py asks for none on attach)
             container.start()
         except Exception as exc:  # noqa: BLE001
             with contextlib.suppress(Exception):
