@@ -138,6 +138,21 @@ def test_an_evaluation_container_runs_the_harness_mounted_read_only(tiny_task, s
     assert mounts["/opt/mlab/harness"] == (str(HARNESS_DIR), True)
     assert mounts["/task/scripts"] == (str(prepared.scripts_dir), True)
     assert mounts["/task/out"][1] is False
+    assert "device_requests" not in spec  # the task asks for no GPU
+
+
+@pytest.mark.django_db
+def test_the_evaluation_of_a_task_that_asks_for_gpus_requests_them(tiny_task, settings):
+    prepared = task_version_prepare(tiny_task)
+    prepared.version.resources = {**prepared.version.resources, "gpus": 2}
+    settings.BENCH_SANDBOX = "docker"
+    engine = RecordingEngine()
+
+    with pytest.raises(SandboxError, match="could not create a container"):
+        evaluate(prepared, prepared.env_manifest, sandbox=DockerSandbox(client=engine, image="x"))
+
+    (spec,) = engine.specs
+    assert spec["device_requests"][0]["Count"] == 2 and spec["device_requests"][0]["Capabilities"] == [["gpu"]]
 
 
 # -- on a real engine ------------------------------------------------------------------------------------------
