@@ -3,8 +3,12 @@ container of the configured image, with no network, a read-only root, a size-lim
 process limits, and GPUs by device request when the task asks for them. The agent's container lives for the
 whole run; code actions get their own, so the agent never shares a container with the workspace.
 
-The process looks like a subprocess to the rest of the runner: its stdin/stdout/stderr are OS pipes fed from
-the container's attach socket by a small thread that demultiplexes Docker's stream frames.
+The process looks like a subprocess to the rest of the runner: its stdout and stderr are OS pipes fed from the
+container's attach socket by a thread that demultiplexes Docker's stream frames, and its stdin (when asked for) an
+OS pipe that another thread copies into the socket, whose end closes the process's stdin (StdinOnce). Ended
+containers are removed by a thread of their own, off the run's path; every container is labelled with the worker
+process that owns it, so the ones nobody will remove are swept (after a create the client gave up on, and at a
+worker's start).
 """
 
 from __future__ import annotations
