@@ -136,7 +136,7 @@ class ContainerRemover:
     def drain(self, timeout: float = 60.0) -> bool:
         """Wait until every container handed over so far is removed (tests, a worker's shutdown)."""
         done = threading.Event()
-        self.queue.put(_Marker(done))
+        self.remove(_Marker(done))
         return done.wait(timeout)
 
 

@@ -4,6 +4,7 @@ without), its processes' pipes, the client timeout, where containers go when the
 when their worker died, and a GPU request as the engine receives it. The escape suite, the containment tests and
 whole runs are run on docker too (``backend``)."""
 
+import contextlib
 import os
 import socket
 import struct
@@ -295,17 +296,19 @@ def test_a_worker_start_sweeps_the_containers_of_dead_workers_only(engine, setti
         labels = {"mlab-bench": "sandbox", "mlab-bench.owner": owner, "mlab-bench.sandbox-id": "sweep-test"}
         return engine.client.containers.create(engine.image, ["sleep", "600"], labels=labels, network_mode="none")
 
-    orphan = container(dead_token)
+    made = [container(dead_token), container(owner_token()), container(f"another-host/{os.getpid()}/1")]
+    orphan, live, elsewhere = made
     orphan.start()
-    live, elsewhere = container(owner_token()), container(f"another-host/{os.getpid()}/1")
     settings.BENCH_SANDBOX = "docker"
+    try:
+        sweep_sandbox_containers()  # what a worker's start runs
 
-    sweep_sandbox_containers()  # what a worker's start runs
-
-    assert container_gone(engine.client, orphan.id, within_s=0)
-    assert engine.client.containers.get(live.id) and engine.client.containers.get(elsewhere.id)
-    live.remove(force=True)
-    elsewhere.remove(force=True)
+        assert container_gone(engine.client, orphan.id, within_s=0)
+        assert engine.client.containers.get(live.id) and engine.client.containers.get(elsewhere.id)
+    finally:
+        for made_here in made:
+            with contextlib.suppress(docker.errors.NotFound):
+                made_here.remove(force=True)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
