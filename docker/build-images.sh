@@ -33,6 +33,9 @@ export DOCKER_BUILDKIT=0  # the classic builder is in every engine; BuildKit nee
 
 say() { printf '%s\n' "build-images: $*" >&2; }
 
+scratch=()  # folders made here, removed however the script ends
+trap 'rm -rf ${scratch[@]+"${scratch[@]}"}' EXIT
+
 image_label() {  # image_label IMAGE LABEL -> the label's value, empty when the image or the label is missing
   docker image inspect --format "{{ index .Config.Labels \"$2\" }}" "$1" 2>/dev/null | sed 's/^<no value>$//' || true
 }
@@ -53,12 +56,11 @@ base_build() {
   command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   local rootfs mirror
   rootfs="$(mktemp -d /var/tmp/mlab-bench-rootfs.XXXXXX)"
-  trap 'rm -rf "$rootfs"' RETURN
+  scratch+=("$rootfs" "$rootfs.log")
   mirror="$(debian_mirror)"
   say "debootstrap $SUITE from $mirror (a few minutes)"
   debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
-    || { tail -20 "$rootfs.log" >&2; rm -f "$rootfs.log"; return 1; }
-  rm -f "$rootfs.log"
+    || { tail -20 "$rootfs.log" >&2; return 1; }
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
   tar -C "$rootfs" -c . | docker import \
     --change 'ENV LANG=C.UTF-8' --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
@@ -99,7 +101,7 @@ image_build() {
 sandbox_build() {
   local work inputs
   work="$(mktemp -d /var/tmp/mlab-bench-sandbox.XXXXXX)"
-  trap 'rm -rf "$work"' RETURN
+  scratch+=("$work")
   sandbox_requirements >"$work/requirements.in"
   printf '%s\n' "${SANDBOX_NODEPS[@]}" >"$work/nodeps.in"
   inputs="$(cat docker/sandbox.Dockerfile "$work/requirements.in" "$work/nodeps.in" \
