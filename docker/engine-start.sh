@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts a Docker engine for the docker sandbox when none answers (as root): dockerd with the overlay2 storage
 # driver on a data root that is a loop-mounted ext4 image (overlay2 needs a real filesystem under it; the vfs
-# driver, which needs none, copies every layer and takes 28 to over 60 s to create a container). The image file
-# and the mount are made when missing and kept, so images built once stay for the next start.
+# driver, which needs none, copies every layer of the image for each container). The image file and the mount are
+# made when missing and kept, so images built once stay for the next start.
 #
 #   docker/engine-start.sh          does nothing when `docker info` answers; else mounts and starts dockerd
 #
