@@ -8,7 +8,7 @@ export BENCH_HOST BENCH_PORT BENCH_LOCAL_MODEL
 # BENCH_LOCAL_MODEL=1 make run also starts the local model endpoint (local-smollm2: the Procfile's llm process).
 PROCESSES := web worker $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
 
-.PHONY: run test test-builtin lint mutation install install-dev clean
+.PHONY: run test test-builtin lint mutation install install-dev clean images sandbox-image docker-engine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,15 @@ test: lint
 # model and embedding tasks the longest). Kept out of `make test` so that stays quick; CI runs both.
 test-builtin: install-dev
 	$(BIN)/pytest -m builtin
+
+# The images of the docker sandbox (BENCH_SANDBOX=docker), built offline from local parts: a Debian base from
+# debootstrap, then the sandbox image FROM it with wheels made here (docker/build-images.sh; quick when up to date).
+# `make docker-engine` starts dockerd first when none answers (as root; docker/engine-start.sh).
+images sandbox-image: install
+	PYTHON=$(BIN)/python docker/build-images.sh sandbox
+
+docker-engine:
+	docker/engine-start.sh
 
 # Mutants of the code that decides scores and permissions, against the fast tests of those rules
 # ([tool.mutmut] in pyproject.toml; one at a time: the tests share one database). docs/testing.md has the report.

@@ -269,6 +269,8 @@ BENCH_SANDBOX_PYTHON = os.environ.get("BENCH_SANDBOX_PYTHON", "")
 BENCH_DOCKER_IMAGE = os.environ.get("BENCH_DOCKER_IMAGE", "mlab-bench-sandbox:latest")
 BENCH_DOCKER_HOST = os.environ.get("BENCH_DOCKER_HOST", "")
 BENCH_DOCKER_USER = os.environ.get("BENCH_DOCKER_USER", "65534:65534")
+# Seconds the docker client waits for one answer of the engine (a container's create on a slow storage driver).
+BENCH_DOCKER_TIMEOUT_S = env_float("BENCH_DOCKER_TIMEOUT_S", 120.0)
 # The unprivileged user sandboxed code runs as when the worker runs as root (nobody by default).
 BENCH_SANDBOX_UID = env_int("BENCH_SANDBOX_UID", 65534)
 BENCH_SANDBOX_GID = env_int("BENCH_SANDBOX_GID", 65534)

@@ -114,7 +114,8 @@ def evaluate(
             [sandbox.python, f"{HARNESS_TARGET}/score.py", "/task/scripts", "/task/env", channel],
             mounts=mounts,
             cwd="/task/scripts",
-            limits=Limits(memory_mb=max(memory, 2048) * 2),
+            # eval.py may need the task's GPUs as much as its scripts (scoring a model by running it).
+            limits=Limits(memory_mb=max(memory, 2048) * 2, gpus=int(prepared.version.resources.get("gpus", 0))),
             **options,
         )
         if write_end is not None:

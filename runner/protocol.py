@@ -59,7 +59,21 @@ def message_parse(line: bytes) -> dict:
 
 class AgentChannel:
     def __init__(self, proc: subprocess.Popen, stderr_log: Path) -> None:
+        """Talk to a started agent process. When the channel cannot be built (a process without pipes, a log that
+        cannot be opened), the process is killed before the error goes on: nobody else holds it."""
         self.proc = proc
+        try:
+            self._open(stderr_log)
+        except BaseException:
+            kill_group(proc)
+            reap(proc)
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                with contextlib.suppress(Exception):
+                    stream.close()
+            raise
+
+    def _open(self, stderr_log: Path) -> None:
+        proc = self.proc
         self.stdout_fd = proc.stdout.fileno()
         self.stderr_fd = proc.stderr.fileno()
         os.set_blocking(self.stdout_fd, False)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from django.conf import settings
 
-from .sandbox import Sandbox, SandboxConfig, sandbox_create
+from .sandbox import Sandbox, SandboxConfig, SandboxError, sandbox_create
+
+log = logging.getLogger(__name__)
 
 #: SandboxConfig field -> the setting it comes from.
 SETTINGS = {
@@ -16,6 +19,7 @@ SETTINGS = {
     "docker_host": "BENCH_DOCKER_HOST",
     "docker_image": "BENCH_DOCKER_IMAGE",
     "docker_user": "BENCH_DOCKER_USER",
+    "docker_timeout_s": "BENCH_DOCKER_TIMEOUT_S",
     "persistent": "BENCH_SANDBOX_PERSISTENT",
 }
 
@@ -45,6 +49,18 @@ def run_uid(run_id: int) -> int | None:
     if not (first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
         raise ValueError(f"BENCH_SANDBOX_UID_RANGE={spec!r}: expected FIRST-LAST, e.g. 200000-200999")
     return int(first) + run_id % (int(last) - int(first) + 1)
+
+
+def docker_containers_sweep() -> int:
+    """Remove the docker sandbox containers that worker processes of this host left when they died (a worker's
+    start calls this when the configured sandbox is docker). Returns how many went; 0 without an engine."""
+    from .sandbox.docker import containers_sweep, docker_client
+
+    try:
+        return containers_sweep(docker_client(sandbox_config("docker")))
+    except SandboxError as exc:
+        log.warning("no sweep of docker sandbox containers: %s", exc)
+        return 0
 
 
 def sandbox_python() -> str:

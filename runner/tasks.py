@@ -18,6 +18,7 @@ from .execution import run_execute_next, stopping
 from .execution.reaper import runs_reap
 from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
 from .models import Run
+from .sandboxes import docker_containers_sweep
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,16 @@ def worker_stopping() -> bool:
 @worker_shutdown.connect
 def forget_stopping(**kwargs) -> None:
     _stopping_marker(os.getpid()).unlink(missing_ok=True)
+
+
+@worker_init.connect
+def sweep_sandbox_containers(**kwargs) -> None:
+    """Containers of the docker sandbox whose worker process died (their removal cut short, or the whole worker
+    killed) are removed when a worker starts; those of live workers stay."""
+    if settings.BENCH_SANDBOX == "docker":
+        removed = docker_containers_sweep()
+        if removed:
+            log.info("removed %d sandbox containers left by dead workers", removed)
 
 
 @worker_shutting_down.connect

@@ -6,6 +6,7 @@ import pytest
 
 from bench.celery import app as celery_app
 
+from .backends import BACKENDS, skip_unless_backend
 from .factories import package_write
 
 TEST_QUEUE = f"bench-test-{uuid.uuid4().hex[:8]}"
@@ -149,3 +150,10 @@ def viewer(request, client, people) -> SimpleNamespace:
     if request.param != "anonymous":
         client.force_login(people[request.param])
     return SimpleNamespace(client=client, who=request.param, may_see=request.param in ("owner", "staff"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """Each isolating sandbox backend this machine has ("bwrap", "docker"); the others are skipped with why."""
+    skip_unless_backend(request.param)
+    return request.param

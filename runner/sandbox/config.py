@@ -21,6 +21,8 @@ class SandboxConfig:
     docker_host: str = ""
     docker_image: str = "mlab-bench-sandbox:latest"
     docker_user: str = "65534:65534"
+    #: Seconds the docker client waits for one answer of the engine.
+    docker_timeout_s: float = 120
     #: bwrap: a run's scripts run one after another in one sandbox kept for the run, by a supervisor inside it.
     persistent: bool = True
 

@@ -1,4 +1,5 @@
-"""The whole path on the scale-out stack: bench_run -> Redis -> a real Celery worker -> PostgreSQL."""
+"""The whole path on the scale-out stack: bench_run -> Redis -> a real Celery worker -> PostgreSQL, with the
+worker's sandboxes in each isolating backend this machine has (docker on a real engine too)."""
 
 import json
 
@@ -8,12 +9,18 @@ from django.core.management import call_command
 from runner.models import Run, Step
 
 from ..scoring import eval_score_of
+from .conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_worker_runs_the_baseline_and_records_the_eval_score(celery_worker_process, digits, capsys, tmp_path):
-    call_command("bench_run", "--agent", "baseline", "--task", "digits", "--wait", "--timeout", "300")
+def test_a_worker_runs_the_baseline_and_records_the_eval_score(backend, worker_env, digits, capsys, tmp_path, settings):
+    settings.BENCH_SANDBOX = backend  # a run is made with the sandbox it runs in
+    worker = start_worker({**worker_env, "BENCH_SANDBOX": backend}, tmp_path / "worker.log", worker_env["CELERY_QUEUE"])
+    try:
+        call_command("bench_run", "--agent", "baseline", "--task", "digits", "--wait", "--timeout", "600")
+    finally:
+        stop_worker(worker)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
 
     assert lines[0]["status"] == "queued"
@@ -29,3 +36,4 @@ def test_a_worker_runs_the_baseline_and_records_the_eval_score(celery_worker_pro
     assert run.final_score == pytest.approx(eval_score_of(run, tmp_path))
     assert final["final_score"] == run.final_score
     assert run.task_version.baseline_score == pytest.approx(run.final_score)
+    assert run.sandbox == backend

@@ -7,7 +7,9 @@ from runner.sandboxes import get_sandbox
 
 @pytest.fixture
 def make_env(tmp_path):
-    """An Environment on a fresh workspace, in the bwrap sandbox unless told otherwise."""
+    """An Environment on a fresh workspace, in the bwrap sandbox unless told otherwise; closed at the end of the
+    test (its kept sandbox, REPL or containers ended)."""
+    made: list[Environment] = []
 
     def make(files: dict[str, str] | None = None, *, sandbox: str = "bwrap", **kwargs) -> Environment:
         workspace = tmp_path / "workspace"
@@ -20,6 +22,9 @@ def make_env(tmp_path):
             (workspace / rel).chmod(0o444)
         box = get_sandbox(sandbox)
         writable_for_sandbox(workspace, box.ids, read_only=read_only)
-        return Environment(workspace=workspace, sandbox=box, python=box.python, **kwargs)
+        made.append(Environment(workspace=workspace, sandbox=box, python=box.python, **kwargs))
+        return made[-1]
 
-    return make
+    yield make
+    for env in made:
+        env.close()

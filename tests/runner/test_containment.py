@@ -3,6 +3,7 @@
 Uploaded agents get nothing they were not given; hostile names and sizes are data, not crashes; the worker never
 loads an untrusted file whole; snapshots cannot be fooled; a workspace no walk can cover fails closed."""
 
+import functools
 import io
 import json
 import os
@@ -30,6 +31,12 @@ from task_bank.services import task_import_source
 from ..factories import AgentFactory, package_write
 
 bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def make_env(make_env, backend):
+    """The Environment maker of tests/runner/conftest.py, in each isolating backend this machine has."""
+    return functools.partial(make_env, sandbox=backend)
 
 
 def llm(messages_text: str, **extra) -> dict:
@@ -178,7 +185,6 @@ def test_a_zip_member_name_over_255_bytes_is_a_package_error_for_tasks_and_agent
         agent_import(source=tmp_path / "deep.zip")
 
 
-@bwrap
 def test_list_files_shows_a_name_that_is_not_utf8_escaped(make_env):
     env = make_env({"make.py": "open(b'bad\\xffname.txt', 'w').write('x')\n"})
     env.execute("Execute Script", {"script_name": "make.py"})
@@ -190,9 +196,11 @@ def test_list_files_shows_a_name_that_is_not_utf8_escaped(make_env):
     outcome.observation.encode("utf-8")  # text a database and a page can hold
 
 
-@bwrap
 @pytest.mark.django_db(transaction=True)
-def test_a_run_whose_script_makes_a_name_that_is_not_utf8_goes_on_and_its_pages_show_it(client, tiny_task):
+def test_a_run_whose_script_makes_a_name_that_is_not_utf8_goes_on_and_its_pages_show_it(
+    client, tiny_task, backend, settings
+):
+    settings.BENCH_SANDBOX = backend
     script = [
         {
             "type": "act",
@@ -296,7 +304,6 @@ def test_copy_file_backup_and_snapshot_of_a_multi_gb_sparse_file_keep_the_worker
 # -- snapshots that cannot be fooled ---------------------------------------------------------------------------
 
 
-@bwrap
 def test_a_same_size_same_mtime_rewrite_by_sandboxed_code_changes_the_snapshot(make_env, tmp_path):
     env = make_env({"train.py": "EPOCHS = 1\n"})
     store = BlobStore(tmp_path / "blobs")
@@ -320,7 +327,6 @@ def test_a_same_size_same_mtime_rewrite_by_sandboxed_code_changes_the_snapshot(m
     assert store.read_bytes(after["train.py"][0]) == b"EPOCHS = 9\n"
 
 
-@bwrap
 def test_a_repl_thread_rewriting_a_file_unseen_between_steps_still_changes_the_next_snapshot(make_env, tmp_path):
     env = make_env({"train.py": "EPOCHS = 1\n"})
     snapshotter = Snapshotter(env.workspace, BlobStore(tmp_path / "blobs"))
@@ -388,7 +394,6 @@ def test_files_nested_deeper_than_a_walk_goes_end_the_run_at_a_limit_not_uncount
     assert not Step.objects.filter(run=run, action="Final Answer").exists()
 
 
-@bwrap
 def test_more_files_than_a_walk_covers_is_an_error_not_a_snapshot_with_files_missing(make_env, monkeypatch):
     monkeypatch.setattr(fs, "MAX_FILES", 50)
     env = make_env({"many.py": "for i in range(60):\n    open(f'f{i}.txt', 'w').write('x')\n"})
@@ -404,15 +409,15 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a sized workspace is 
 
 
 @pytest.fixture
-def sized_env(tmp_path):
-    """An Environment on a sized workspace (20 MB, 500 inodes) in the bwrap sandbox; unmounted afterwards."""
+def sized_env(tmp_path, backend):
+    """An Environment on a sized workspace (20 MB, 500 inodes) in each isolating backend; unmounted afterwards."""
     from runner.actions import Environment
     from runner.sandboxes import get_sandbox
     from runner.snapshots import remove_tree
     from runner.workspaces import workspace_layout
 
     workspace = tmp_path / "run" / "workspace-1"
-    box = get_sandbox("bwrap")
+    box = get_sandbox(backend)
     workspace_layout(
         {}, workspace, BlobStore(tmp_path / "blobs"), read_only=set(), sandbox=box, filesystem="tmpfs",
         limit_mb=20, max_files=500,
@@ -433,7 +438,6 @@ def used_mb(env) -> float:
     return sum(os.lstat(p).st_blocks * 512 for p in env.workspace.rglob("*") if p.is_file()) / (1 << 20)
 
 
-@bwrap
 @needs_root
 def test_a_repl_background_writer_is_stopped_by_the_kernel_at_the_limit_and_the_agent_can_delete_files(sized_env):
     env = sized_env
@@ -472,7 +476,6 @@ def test_a_repl_background_writer_is_stopped_by_the_kernel_at_the_limit_and_the_
     assert not freed.error and (env.workspace / "small.txt").read_text() == "ok"
 
 
-@bwrap
 @needs_root
 def test_deep_nesting_more_files_and_sparse_files_cannot_pass_the_sized_workspace(sized_env):
     env = sized_env
@@ -532,7 +535,6 @@ def test_deep_nesting_more_files_and_sparse_files_cannot_pass_the_sized_workspac
     assert "refused 28" in run("fill.py") and used_mb(env) <= 21
 
 
-@bwrap
 def test_without_a_sized_filesystem_a_repl_writer_over_the_limit_is_stopped_after_the_action(make_env):
     env = make_env(workspace_limit_mb=5)  # a plain folder: what an unprivileged worker has
     command = (
