@@ -221,14 +221,16 @@ def stop_cut(text: str, stop: str | list[str] | None) -> tuple[str, str]:
     return text[:index], sequence
 
 
-def repeat_note(run: Run, step_index: int, messages: list[dict], options: dict, text: str) -> str:
-    """A note when a sampled call got exactly the answer an earlier call of the same step got: the endpoint
-    seems to ignore temperature (greedy decoding), so asking again will not change the answer."""
+def repeat_note(run: Run, step_index: int, purpose: str, messages: list[dict], options: dict, text: str) -> str:
+    """A note when a sampled call got exactly the answer an earlier call of the same step and ``purpose`` (the
+    same caller asking again, its prompt perhaps amended) got: the endpoint seems to ignore temperature (greedy
+    decoding), so asking again will not change the answer. Calls of other purposes (an action's own call beside
+    the agent's) are other questions, whose answers may match by chance."""
     temperature = options.get("temperature")
     if not temperature or not text.strip():
         return ""
     earlier = (
-        LLMCall.objects.filter(run=run, step_index=step_index, completion=db_text(text))
+        LLMCall.objects.filter(run=run, step_index=step_index, purpose=db_text(purpose[:60]), completion=db_text(text))
         .exclude(endpoint="")
         .order_by("-pk")
         .values_list("pk", "messages")
@@ -295,7 +297,7 @@ def complete(
             if cut:
                 notes.append(f"the endpoint left the stop sequence {cut!r} in its answer; the answer ends before it")
             if run is not None:
-                notes.append(repeat_note(run, step_index, messages, options, text))
+                notes.append(repeat_note(run, step_index, purpose, messages, options, text))
             notes = [note for note in notes if note]
             recorded = call.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
             return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)

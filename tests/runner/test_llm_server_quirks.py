@@ -74,6 +74,16 @@ def test_a_repeated_answer_is_not_noted_when_greedy_was_asked_for_or_in_another_
     assert [c.error for c in LLMCall.objects.filter(run=run)] == ["", "", ""]
 
 
+def test_the_same_answer_to_another_callers_question_in_the_step_is_not_noted(run, llm_server):
+    llm_server.default = "fine"
+
+    complete(run=run, messages=MESSAGES, step_index=1, options=STOP, purpose="agent")
+    other = [{"role": "user", "content": "Reflect on the run so far."}]
+    complete(run=run, messages=other, step_index=1, options=STOP, purpose="Reflection")
+
+    assert [c.error for c in LLMCall.objects.filter(run=run).order_by("pk")] == ["", ""]
+
+
 def test_the_timeout_grows_with_the_answers_token_budget_at_the_stated_speed(endpoint):
     assert call_timeout(endpoint, 2000) == 5  # no speed stated: timeout_s for every call
     endpoint.output_tokens_per_s = 2
