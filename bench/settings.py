@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -229,7 +230,26 @@ else:
     # Redis: a message not acknowledged within this time is delivered again. Runs are long; the
     # database (not the broker) decides whether a redelivered run still needs a worker.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 6 * 3600)}
+# Queues by kind of work (runner/jobs.py): long agent runs on CELERY_QUEUE; short jobs (validation runs, step
+# scoring, the reaper) and GPU runs (a task that asks for a GPU) each on a queue of their own, named after it unless
+# set. A worker started without --queues serves them all; BENCH_WORKER_QUEUES narrows the Procfile's and the
+# image's worker (e.g. a GPU machine's: bench-gpu).
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "bench")
+BENCH_SHORT_QUEUE = os.environ.get("BENCH_SHORT_QUEUE", "")  # empty: <CELERY_QUEUE>-short
+BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>-gpu
+CELERY_TASK_QUEUES = [
+    Queue(name)
+    for name in (
+        CELERY_TASK_DEFAULT_QUEUE,
+        BENCH_SHORT_QUEUE or f"{CELERY_TASK_DEFAULT_QUEUE}-short",
+        BENCH_GPU_QUEUE or f"{CELERY_TASK_DEFAULT_QUEUE}-gpu",
+    )
+]
+CELERY_TASK_ROUTES = ("runner.jobs.job_route",)
+# A run's job is stopped after this long whatever run it executes (its run goes back to the queue and another job
+# resumes it); a run's own limits end it long before, unless its max_time_s is longer.
+BENCH_RUN_JOB_TIME_LIMIT_S = env_int("BENCH_RUN_JOB_TIME_LIMIT_S", 24 * 3600)
+BENCH_REAPER_TIME_LIMIT_S = env_int("BENCH_REAPER_TIME_LIMIT_S", 300)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False

@@ -22,10 +22,26 @@ from .models import Run
 log = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True, name=EXECUTE_RUN)
-def execute_run(self, run_id: int) -> None:
-    """Execute the run queued first: usually ``run_id``, which sent the message, unless an earlier run waits
-    (runs start in the order they were queued). A message that finds no queued run does nothing."""
+# Every job has a time limit (enforced by the prefork pool, Celery's default): at the soft limit the job is told
+# (SoftTimeLimitExceeded), JOB_GRACE_S later its process is killed.
+JOB_GRACE_S = 60
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    name=EXECUTE_RUN,
+    soft_time_limit=settings.BENCH_RUN_JOB_TIME_LIMIT_S,
+    time_limit=settings.BENCH_RUN_JOB_TIME_LIMIT_S + JOB_GRACE_S,
+)
+def execute_run(self, run_id: int, queue: str | None = None) -> None:
+    """Execute the run of kind ``queue`` queued first: usually ``run_id``, which sent the message, unless an
+    earlier run of its kind waits (runs start in the order they were queued). A message that finds no queued run
+    does nothing. (A message without ``queue``, sent before runs had kinds, claims a run of any kind.)
+
+    The job's time limit is not the run's (a message does not know which run it will start): a run still going at
+    ``BENCH_RUN_JOB_TIME_LIMIT_S`` goes back to the queue and is resumed by another job (``RunSession``)."""
     if worker_stopping():
         try:
             runs_send([run_id])  # for the next worker
@@ -33,18 +49,30 @@ def execute_run(self, run_id: int) -> None:
             log.warning("%s", exc)
         return
     with stopping.busy():
-        run_execute_next(worker=self.request.hostname or "")
+        run_execute_next(worker=self.request.hostname or "", queue=queue)
 
 
-@shared_task(ignore_result=True, name=REAP_RUNS)
+@shared_task(
+    ignore_result=True,
+    name=REAP_RUNS,
+    soft_time_limit=settings.BENCH_REAPER_TIME_LIMIT_S,
+    time_limit=settings.BENCH_REAPER_TIME_LIMIT_S + JOB_GRACE_S,
+)
 def reap_runs() -> dict:
     """Periodic: re-queue runs whose worker died (heartbeat too old), or fail them after too many attempts."""
     return runs_reap()
 
 
-@shared_task(acks_late=True, ignore_result=True, name=SCORE_STEP)
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    name=SCORE_STEP,
+    soft_time_limit=settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + JOB_GRACE_S,
+    time_limit=settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + 2 * JOB_GRACE_S,
+)
 def score_step(step_id: int) -> None:
-    """Evaluate the workspace after one step (intermediate scores for the trace's score-over-steps chart)."""
+    """Evaluate the workspace after one step (intermediate scores for the trace's score-over-steps chart): the
+    task's preparation (cached, usually done) and one evaluation at most."""
     step_score(step_id=step_id)
 
 
