@@ -328,13 +328,26 @@ LOGGING = {
     },
 }
 
-if not DEBUG:
-    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+# --- Production: HTTPS ---------------------------------------------------------------------------------
+# BENCH_HTTPS=1: the site is served over HTTPS, by a proxy in front of gunicorn that terminates TLS and says so in
+# X-Forwarded-Proto (BENCH_PROXY_SSL_HEADER=0 when gunicorn itself serves TLS). Each setting below defaults to it
+# and can be set on its own; `manage.py check --deploy` passes with BENCH_HTTPS=1, DEBUG off and a SECRET_KEY.
+BENCH_HTTPS = env_bool("BENCH_HTTPS", False)
+if BENCH_HTTPS and env_bool("BENCH_PROXY_SSL_HEADER", True):
+    # Trust X-Forwarded-Proto only behind a proxy that sets it (and drops the client's own).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", BENCH_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", BENCH_HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", BENCH_HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if BENCH_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", BENCH_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", BENCH_HTTPS)
+# The health check answers over plain HTTP too: probes (a load balancer, compose) talk to gunicorn directly.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# /healthz: how long the broker may take to answer before it is called down.
+BENCH_HEALTH_TIMEOUT_S = env_float("BENCH_HEALTH_TIMEOUT_S", 3.0)
 
 # --- LLM gateway --------------------------------------------------------------------------------------
 BENCH_LLM_MAX_RETRIES = env_int("BENCH_LLM_MAX_RETRIES", 4)

@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from bench.health import healthz
 from leaderboard.api import leaderboard_api
 from runner.api import AgentViewSet, RunViewSet, trace_import_api
 from task_bank.api import TaskViewSet
@@ -16,6 +17,7 @@ router.register("agents", AgentViewSet, basename="agent")
 
 urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(router.urls)),
     path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),
