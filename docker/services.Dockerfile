@@ -12,7 +12,7 @@ RUN apt-get update -qq \
     && mkdir -p /var/lib/postgresql/data /run/postgresql && chown -R postgres:postgres /var/lib/postgresql /run/postgresql
 COPY postgres-start.sh /usr/local/bin/postgres-start
 USER postgres
-ENV PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin PGDATA=/var/lib/postgresql/data
+ENV PATH=/usr/local/bin:/usr/lib/postgresql/15/bin:/usr/bin:/bin PGDATA=/var/lib/postgresql/data
 EXPOSE 5432
 CMD ["postgres-start"]
 
