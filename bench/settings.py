@@ -305,6 +305,8 @@ BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
 # A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
 BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
 BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
+# How often a worker records that it is alive (the staff page of workers, /workers/).
+BENCH_WORKER_HEARTBEAT_S = env_float("BENCH_WORKER_HEARTBEAT_S", 15.0)
 # The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)

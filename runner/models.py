@@ -478,3 +478,22 @@ class LLMLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} lease {self.pk}"
+
+
+class Worker(models.Model):
+    """A Celery worker process, as it last reported itself: a row survives the worker's death, so staff see when a
+    worker was last heard of (``runner.workers``); its runs are the live runs whose ``Run.worker`` is its name."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="Celery's node name, as runs record it.")
+    queues = models.JSONField(default=list, blank=True, help_text="The job queues it serves.")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    concurrency = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True, help_text="When it stopped cleanly (warm shutdown).")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from celery import shared_task
-from celery.signals import worker_init, worker_shutdown, worker_shutting_down
+from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.utils import timezone
 
@@ -18,6 +18,7 @@ from .execution import run_execute_next, stopping
 from .execution.reaper import runs_reap
 from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
 from .models import Run
+from .workers import HeartbeatThread, worker_stopped
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +99,29 @@ def hand_back_runs(sender=None, **kwargs) -> None:
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     Run.objects.filter(worker=str(sender), status__in=Run.ON_WORKER).update(hand_back_requested_at=timezone.now())
+
+
+_heartbeat: HeartbeatThread | None = None
+
+
+@worker_ready.connect
+def heartbeat_start(sender=None, **kwargs) -> None:
+    """The worker records a heartbeat (runner.workers) from its main process while it lives."""
+    global _heartbeat
+    queues = sorted(sender.app.amqp.queues.consume_from)
+    concurrency = getattr(getattr(sender, "controller", None), "concurrency", None) or 1
+    _heartbeat = HeartbeatThread(name=sender.hostname, queues=queues, concurrency=concurrency, pid=os.getpid())
+    _heartbeat.start()
+
+
+@worker_shutdown.connect
+def heartbeat_stop(sender=None, **kwargs) -> None:
+    global _heartbeat
+    if _heartbeat is None:
+        return
+    _heartbeat.stop()
+    try:
+        worker_stopped(name=_heartbeat.worker["name"])
+    except Exception:  # the database is gone: the page will call the worker lost instead of stopped
+        log.exception("worker %s: its stop could not be recorded", _heartbeat.worker["name"])
+    _heartbeat = None
