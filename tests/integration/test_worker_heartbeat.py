@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from runner.execution.reaper import scratch_sweep
 from runner.models import Run, Worker
 from runner.services import run_create
 
@@ -57,13 +58,17 @@ def test_a_worker_s_heartbeat_and_runs_show_until_it_is_killed(
         proc.wait()
     finally:
         stop_worker(proc)
-    last = Worker.objects.get(pk=row.pk).heartbeat_at
-    time.sleep(1.0)
-    assert Worker.objects.get(pk=row.pk).heartbeat_at == last  # nothing beats for a dead worker
-    settings.BENCH_HEARTBEAT_STALE_S = 0.5
-    views = {v.worker.name: v for v in client.get("/workers/").context["workers"]}
-    assert views[row.name].state == "lost" and run.pk in [r.pk for r in views[row.name].runs]
-    assert "lost" in client.get("/workers/").content.decode()
+    try:
+        last = Worker.objects.get(pk=row.pk).heartbeat_at
+        time.sleep(1.0)
+        assert Worker.objects.get(pk=row.pk).heartbeat_at == last  # nothing beats for a dead worker
+        settings.BENCH_HEARTBEAT_STALE_S = 0.5
+        views = {v.worker.name: v for v in client.get("/workers/").context["workers"]}
+        assert views[row.name].state == "lost" and run.pk in [r.pk for r in views[row.name].runs]
+        assert "lost" in client.get("/workers/").content.decode()
+    finally:  # the killed worker's run ends here, and its workspace (mounts too) goes
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED)
+        scratch_sweep()
 
 
 def test_a_worker_that_stops_cleanly_is_shown_stopped(worker_env, celery_test_queue, tmp_path, client, people):
