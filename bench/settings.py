@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from kombu import Queue
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -237,8 +237,10 @@ else:
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "bench")
 BENCH_SHORT_QUEUE = os.environ.get("BENCH_SHORT_QUEUE", "")  # empty: <CELERY_QUEUE>-short
 BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>-gpu
+# Each queue on an exchange of its own name, bound by its name (as Celery makes a queue it was not told of): a
+# message for one queue never reaches another.
 CELERY_TASK_QUEUES = [
-    Queue(name)
+    Queue(name, Exchange(name, type="direct"), routing_key=name)
     for name in (
         CELERY_TASK_DEFAULT_QUEUE,
         BENCH_SHORT_QUEUE or f"{CELERY_TASK_DEFAULT_QUEUE}-short",

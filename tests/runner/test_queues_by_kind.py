@@ -120,3 +120,22 @@ def test_every_job_has_a_time_limit_and_runs_are_acknowledged_late():
         assert task.soft_time_limit and task.time_limit > task.soft_time_limit, name
     assert celery_app.tasks["runner.execute_run"].acks_late
     assert celery_app.conf.worker_prefetch_multiplier == 1
+
+
+def test_a_message_sent_to_one_of_the_configured_queues_reaches_that_queue_alone(redis_queues):
+    """The queues a worker declares (CELERY_TASK_QUEUES) are bound each to its own name: a message for the GPU
+    queue is not copied into the runs' and the short jobs' queues too."""
+    configured = [queue.name for queue in celery_app.conf.task_queues]
+    with celery_app.connection_for_write() as connection:
+        channel = connection.default_channel
+        for name in configured:
+            celery_app.amqp.queues[name](channel).declare()  # as a worker serving every queue does
+            channel.queue_purge(name)
+        try:
+            for name in configured:  # through the exchange and routing key the queue is declared with
+                queue = celery_app.amqp.queues[name]
+                celery_app.send_task("runner.reap_runs", exchange=queue.exchange.name, routing_key=queue.routing_key)
+            assert [redis_queues.llen(name) for name in configured] == [1, 1, 1]
+        finally:
+            for name in configured:
+                channel.queue_purge(name)
