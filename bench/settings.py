@@ -309,6 +309,8 @@ BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
 BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
 # How often a worker records that it is alive (the staff page of workers, /workers/).
 BENCH_WORKER_HEARTBEAT_S = env_float("BENCH_WORKER_HEARTBEAT_S", 15.0)
+# The reaper forgets a worker not heard of for this long (a replaced container, a retired machine).
+BENCH_WORKER_FORGET_AFTER_S = env_float("BENCH_WORKER_FORGET_AFTER_S", 7 * 24 * 3600)
 # The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)

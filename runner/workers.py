@@ -61,6 +61,16 @@ class HeartbeatThread(threading.Thread):
         self.join(timeout=10)
 
 
+def workers_forget() -> list[str]:
+    """Forget the workers not heard of for ``BENCH_WORKER_FORGET_AFTER_S`` (stopped or lost long ago: replaced
+    containers, retired machines); the names forgotten. A worker that comes back makes its row again."""
+    cutoff = timezone.now() - timedelta(seconds=settings.BENCH_WORKER_FORGET_AFTER_S)
+    old = Worker.objects.filter(heartbeat_at__lt=cutoff)
+    names = list(old.values_list("name", flat=True))
+    old.delete()
+    return names
+
+
 @dataclass
 class WorkerView:
     worker: Worker

@@ -1,7 +1,7 @@
 """The reaper: live runs whose worker stopped sending heartbeats are queued again (the new attempt resumes from
 the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs whose
 message the job queue lost, or that could not be sent (it was unreachable), are sent again; scratch folders
-that outlived their run's attempt are removed."""
+that outlived their run's attempt are removed; workers not heard of for days are forgotten."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ..evaluation import STEP_SCORE_SCRATCH
 from ..jobs import QueueUnreachable, messages_waiting, run_enqueue, runs_send
 from ..models import Run
 from ..snapshots import remove_tree
+from ..workers import workers_forget
 from .session import attempt_scratch_remove
 from .validation import fail_validation_if_needed
 
@@ -57,7 +58,7 @@ def runs_reap(
             failed.append(run.pk)
     resent = [] if queue_down else runs_resend(resend_after_s=resend_after_s)
     swept = [str(path) for path in scratch_sweep()]
-    return {"requeued": requeued, "failed": failed, "resent": resent, "swept": swept}
+    return {"requeued": requeued, "failed": failed, "resent": resent, "swept": swept, "forgotten": workers_forget()}
 
 
 def scratch_sweep() -> list[Path]:

@@ -76,3 +76,14 @@ def test_a_heartbeat_revives_a_stopped_worker_s_row_and_a_start_starts_it_afresh
     again = Worker.objects.get(name="w@h")
     assert again.stopped_at is None and again.pid == 11 and again.queues == ["bench-gpu"]
     assert again.started_at > first.started_at
+
+
+def test_the_reaper_forgets_workers_not_heard_of_for_days(settings):
+    from runner.execution.reaper import runs_reap
+
+    settings.BENCH_WORKER_FORGET_AFTER_S = 3600
+    worker("gone@a", beat_ago_s=7200, stopped=True)
+    worker("lost@b", beat_ago_s=7200)
+    worker("lost@c", beat_ago_s=600)
+    assert sorted(runs_reap()["forgotten"]) == ["gone@a", "lost@b"]
+    assert list(Worker.objects.values_list("name", flat=True)) == ["lost@c"]
