@@ -230,7 +230,7 @@ else:
     # Redis: a message not acknowledged within this time is delivered again. Runs are long; the
     # database (not the broker) decides whether a redelivered run still needs a worker.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 6 * 3600)}
-# Queues by kind of work (runner/jobs.py): long agent runs on CELERY_QUEUE; short jobs (validation runs, step
+# Queues by kind of work (runner/jobs.py): agent runs (validation runs too) on CELERY_QUEUE; short jobs (step
 # scoring, the reaper) and GPU runs (a task that asks for a GPU) each on a queue of their own, named after it unless
 # set. A worker started without --queues serves them all; BENCH_WORKER_QUEUES narrows the Procfile's and the
 # image's worker (e.g. a GPU machine's: bench-gpu).

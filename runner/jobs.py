@@ -8,8 +8,8 @@ delivers in, and a lost message delays the queue instead of stranding a run: the
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
 run does nothing.
 
-Queues by kind of work (``Run.Queue``): agent runs, short jobs (validation runs, step scoring, the reaper) and
-GPU runs each have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
+Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, the reaper) each
+have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
 the worker that takes it claims the first queued run of that kind: a GPU worker (one serving only the GPU queue)
 never starts a CPU run, nor a CPU worker a GPU run.
 
@@ -47,11 +47,15 @@ class QueueUnreachable(Exception):
         super().__init__(message)
 
 
+#: The kind of work of the short jobs (step scoring, the reaper): no run is of it.
+SHORT_JOBS = "short"
+
+
 def queue_name(kind: str) -> str:
     """The job queue of a kind of work: agent runs on the default queue (``CELERY_QUEUE``); short jobs and GPU runs
     on ``BENCH_SHORT_QUEUE`` and ``BENCH_GPU_QUEUE``, by default the default queue's name with -short or -gpu."""
     runs = current_app.conf.task_default_queue
-    if kind == Run.Queue.SHORT:
+    if kind == SHORT_JOBS:
         return settings.BENCH_SHORT_QUEUE or f"{runs}-short"
     if kind == Run.Queue.GPU:
         return settings.BENCH_GPU_QUEUE or f"{runs}-gpu"
@@ -59,15 +63,15 @@ def queue_name(kind: str) -> str:
 
 
 def queue_names() -> list[str]:
-    """Every job queue, in the order of ``Run.Queue``: what a worker serving all kinds of work listens on."""
-    return [queue_name(kind) for kind in Run.Queue.values]
+    """Every job queue (agent runs, short jobs, GPU runs): what a worker serving all kinds of work listens on."""
+    return [queue_name(kind) for kind in (Run.Queue.RUNS, SHORT_JOBS, Run.Queue.GPU)]
 
 
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
     """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
     queue when it is sent."""
     if name in (REAP_RUNS, SCORE_STEP):
-        return {"queue": queue_name(Run.Queue.SHORT)}
+        return {"queue": queue_name(SHORT_JOBS)}
     return None
 
 

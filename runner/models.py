@@ -178,19 +178,17 @@ class Run(models.Model):
     sandbox = models.CharField(max_length=16, blank=True)
 
     class Queue(models.TextChoices):
-        """The kind of work a run is: each kind has a job queue of its own (``runner.jobs.queue_name``), and a
-        worker that takes a message from a queue claims only a run of that kind."""
+        """The kind of work a run is: each kind has a job queue of its own (``runner.jobs.queue_name``; short jobs
+        have a third), and a worker that takes a message from a queue claims only a run of that kind."""
 
         RUNS = "runs", "agent runs"
-        SHORT = "short", "short jobs"
         GPU = "gpu", "GPU runs"
 
     queue = models.CharField(
         max_length=8,
         choices=Queue.choices,
         default=Queue.RUNS,
-        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, short jobs for a "
-        "validation run, agent runs otherwise.",
+        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, agent runs otherwise.",
     )
 
     max_steps = models.PositiveIntegerField(default=50)
@@ -280,12 +278,10 @@ class Run(models.Model):
         return self.status in self.LIVE
 
     @classmethod
-    def queue_for(cls, *, version: TaskVersion, purpose: str) -> str:
-        """The kind of work a new run of ``version`` is: a GPU run when its task asks for a GPU (validating it too
-        needs one), a short job when it validates the task, else an agent run."""
-        if int((version.resources or {}).get("gpus", 0) or 0) > 0:
-            return cls.Queue.GPU
-        return cls.Queue.SHORT if purpose == cls.Purpose.VALIDATION else cls.Queue.RUNS
+    def queue_for(cls, *, version: TaskVersion) -> str:
+        """The kind of work a new run of ``version`` is: a GPU run when its task asks for a GPU, else an agent run.
+        A validation run too: it runs the starter script to its end, which can take as long as an agent's run."""
+        return cls.Queue.GPU if int((version.resources or {}).get("gpus", 0) or 0) > 0 else cls.Queue.RUNS
 
     def final_workspace_snapshot(self) -> str:
         """The snapshot of the workspace the run left: its final one, else its last step's, else its starting one

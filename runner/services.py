@@ -112,7 +112,7 @@ def run_fields(*, task: Task, version: TaskVersion, agent: Agent, model: str, pu
         "agent": agent,
         "model": model,
         "purpose": purpose,
-        "queue": Run.queue_for(version=version, purpose=purpose),
+        "queue": Run.queue_for(version=version),
         "sandbox": settings.BENCH_SANDBOX,
         **limits.for_version(version).as_fields(),
     }
@@ -204,7 +204,7 @@ def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: st
         fast_model=run.fast_model if model is None else "",
         edit_model=run.edit_model if model is None else "",
         purpose=Run.Purpose.BENCHMARK,
-        queue=Run.queue_for(version=run.task_version, purpose=Run.Purpose.BENCHMARK),
+        queue=Run.queue_for(version=run.task_version),
         sandbox=settings.BENCH_SANDBOX,
         **run.limits.as_fields(),
         forked_from=run,

@@ -13,9 +13,9 @@ class Migration(migrations.Migration):
             model_name="run",
             name="queue",
             field=models.CharField(
-                choices=[("runs", "agent runs"), ("short", "short jobs"), ("gpu", "GPU runs")],
+                choices=[("runs", "agent runs"), ("gpu", "GPU runs")],
                 default="runs",
-                help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, short jobs for a validation run, agent runs otherwise.",
+                help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, agent runs otherwise.",
                 max_length=8,
             ),
         ),

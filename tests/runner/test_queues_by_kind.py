@@ -1,5 +1,5 @@
-"""Queues by kind of work: agent runs, short jobs (validation runs, step scoring, the reaper) and GPU runs each go
-to a job queue of their own, a message claims only a run of its kind, and the reaper counts and resends per queue."""
+"""Queues by kind of work: agent runs (validation runs too), short jobs (step scoring, the reaper) and GPU runs each
+go to a job queue of their own, a message claims only a run of its kind, and the reaper counts and resends per queue."""
 
 import base64
 import json
@@ -59,11 +59,14 @@ def test_a_run_is_sent_to_the_queue_of_its_kind_naming_it(
         cpu = run_create(task=tiny_task.task, agent=baseline_agent)
         gpu = run_create(task=gpu_task.task, agent=baseline_agent)
         validation = task_version_validate_queue(version=tiny_task, repeats=1)[0]
-    assert (cpu.queue, gpu.queue, validation.queue) == ("runs", "gpu", "short")
+    assert (cpu.queue, gpu.queue, validation.queue) == ("runs", "gpu", "runs")
 
-    assert messages(redis_queues, queue_name("runs")) == [("runner.execute_run", [cpu.pk], {"queue": "runs"})]
+    assert messages(redis_queues, queue_name("runs")) == [
+        ("runner.execute_run", [cpu.pk], {"queue": "runs"}),
+        ("runner.execute_run", [validation.pk], {"queue": "runs"}),
+    ]
     assert messages(redis_queues, queue_name("gpu")) == [("runner.execute_run", [gpu.pk], {"queue": "gpu"})]
-    assert messages(redis_queues, queue_name("short")) == [("runner.execute_run", [validation.pk], {"queue": "short"})]
+    assert redis_queues.llen(queue_name("short")) == 0  # a validation runs a starter script to its end: no short job
     assert queue_names() == [celery_app.conf.task_default_queue + s for s in ("", "-short", "-gpu")]
 
 
