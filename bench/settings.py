@@ -317,7 +317,13 @@ BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
 CELERY_BEAT_SCHEDULE = {
-    "reap-runs": {"task": "runner.reap_runs", "schedule": BENCH_REAPER_EVERY_S},
+    # A pass not started within its period is dropped: the next one does its work (no backlog of passes that
+    # would run at once after the short jobs' workers were busy or down).
+    "reap-runs": {
+        "task": "runner.reap_runs",
+        "schedule": BENCH_REAPER_EVERY_S,
+        "options": {"expires": BENCH_REAPER_EVERY_S},
+    },
 }
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
 

@@ -142,3 +142,12 @@ def test_a_message_sent_to_one_of_the_configured_queues_reaches_that_queue_alone
         finally:
             for name in configured:
                 channel.queue_purge(name)
+
+
+def test_a_reaper_pass_not_started_within_its_period_is_dropped(redis_queues, settings):
+    """Beat's reaper messages expire after one period: after the short jobs' workers were busy or down, one pass
+    runs, not a backlog of them at once."""
+    celery_app.send_task("runner.reap_runs", **celery_app.conf.beat_schedule["reap-runs"].get("options", {}))
+    (raw,) = redis_queues.lrange(queue_name("short"), 0, -1)
+    expires = json.loads(raw)["headers"]["expires"]
+    assert expires is not None
