@@ -198,8 +198,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "bench.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
-    # Agent uploads run a smoke test in the sandbox: at most this many per user (?/minute, ?/hour, ?/day).
-    "DEFAULT_THROTTLE_RATES": {"agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour"},
+    # Uploads work in the sandbox (an agent's smoke test, a log's scoring): at most this many per user
+    # (?/minute, ?/hour, ?/day). Requests for runs (a submission, or staff starting runs) per user, site and API
+    # together.
+    "DEFAULT_THROTTLE_RATES": {
+        "agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour",
+        "trace_uploads": os.environ.get("BENCH_TRACE_UPLOAD_RATE") or "20/hour",
+        "run_requests": os.environ.get("BENCH_RUN_REQUEST_RATE") or "60/hour",
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlab-bench API",
@@ -313,6 +319,8 @@ BENCH_WORKER_HEARTBEAT_S = env_float("BENCH_WORKER_HEARTBEAT_S", 15.0)
 BENCH_WORKER_FORGET_AFTER_S = env_float("BENCH_WORKER_FORGET_AFTER_S", 7 * 24 * 3600)
 # The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
+# A submitter's request for runs is approved at once instead of waiting for staff.
+BENCH_AUTO_APPROVE_SUBMISSIONS = env_bool("BENCH_AUTO_APPROVE_SUBMISSIONS", False)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)

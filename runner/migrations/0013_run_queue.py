@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runner", "0011_review_tags"),
+        ("runner", "0012_batch_submissions"),
     ]
 
     operations = [

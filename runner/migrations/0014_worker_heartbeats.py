@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runner", "0012_run_queue"),
+        ("runner", "0013_run_queue"),
     ]
 
     operations = [
