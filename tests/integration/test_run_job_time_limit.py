@@ -29,6 +29,7 @@ def test_a_run_longer_than_its_job_s_time_limit_is_resumed_by_the_next_job(
 ):
     # A job's limits travel with its message, set from the sending process's settings (the same everywhere).
     monkeypatch.setattr(celery_app.tasks[EXECUTE_RUN], "soft_time_limit", 5)
+    monkeypatch.setattr(celery_app.tasks[EXECUTE_RUN], "_exec_options", None)  # Celery caches them once sent
     TaskVersion.objects.filter(pk=tiny_task.pk).update(status=TaskVersion.Status.READY, baseline_score=2.0)
     script = [act("Write File", file_name="slow.py", content=SLOW)]
     script += [act("Execute Script", script_name="slow.py") for _ in range(4)]
