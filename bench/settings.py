@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -235,7 +236,28 @@ else:
     # Redis: a message not acknowledged within this time is delivered again. Runs are long; the
     # database (not the broker) decides whether a redelivered run still needs a worker.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 6 * 3600)}
+# Queues by kind of work (runner/jobs.py): agent runs (validation runs too) on CELERY_QUEUE; short jobs (step
+# scoring, the reaper) and GPU runs (a task that asks for a GPU) each on a queue of their own, named after it unless
+# set. A worker started without --queues serves them all; BENCH_WORKER_QUEUES narrows the Procfile's and the
+# image's worker (e.g. a GPU machine's: bench-gpu).
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "bench")
+BENCH_SHORT_QUEUE = os.environ.get("BENCH_SHORT_QUEUE", "")  # empty: <CELERY_QUEUE>-short
+BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>-gpu
+# Each queue on an exchange of its own name, bound by its name (as Celery makes a queue it was not told of): a
+# message for one queue never reaches another.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name, type="direct"), routing_key=name)
+    for name in (
+        CELERY_TASK_DEFAULT_QUEUE,
+        BENCH_SHORT_QUEUE or f"{CELERY_TASK_DEFAULT_QUEUE}-short",
+        BENCH_GPU_QUEUE or f"{CELERY_TASK_DEFAULT_QUEUE}-gpu",
+    )
+]
+CELERY_TASK_ROUTES = ("runner.jobs.job_route",)
+# A run's job is stopped after this long whatever run it executes (its run goes back to the queue and another job
+# resumes it); a run's own limits end it long before, unless its max_time_s is longer.
+BENCH_RUN_JOB_TIME_LIMIT_S = env_int("BENCH_RUN_JOB_TIME_LIMIT_S", 24 * 3600)
+BENCH_REAPER_TIME_LIMIT_S = env_int("BENCH_REAPER_TIME_LIMIT_S", 300)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
@@ -293,6 +315,10 @@ BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
 # A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
 BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
 BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
+# How often a worker records that it is alive (the staff page of workers, /workers/).
+BENCH_WORKER_HEARTBEAT_S = env_float("BENCH_WORKER_HEARTBEAT_S", 15.0)
+# The reaper forgets a worker not heard of for this long (a replaced container, a retired machine).
+BENCH_WORKER_FORGET_AFTER_S = env_float("BENCH_WORKER_FORGET_AFTER_S", 7 * 24 * 3600)
 # The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 # A submitter's request for runs is approved at once instead of waiting for staff.
@@ -301,7 +327,13 @@ BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
 CELERY_BEAT_SCHEDULE = {
-    "reap-runs": {"task": "runner.reap_runs", "schedule": BENCH_REAPER_EVERY_S},
+    # A pass not started within its period is dropped: the next one does its work (no backlog of passes that
+    # would run at once after the short jobs' workers were busy or down).
+    "reap-runs": {
+        "task": "runner.reap_runs",
+        "schedule": BENCH_REAPER_EVERY_S,
+        "options": {"expires": BENCH_REAPER_EVERY_S},
+    },
 }
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
 
@@ -318,13 +350,26 @@ LOGGING = {
     },
 }
 
-if not DEBUG:
-    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
-    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+# --- Production: HTTPS ---------------------------------------------------------------------------------
+# BENCH_HTTPS=1: the site is served over HTTPS, by a proxy in front of gunicorn that terminates TLS and says so in
+# X-Forwarded-Proto (BENCH_PROXY_SSL_HEADER=0 when gunicorn itself serves TLS). Each setting below defaults to it
+# and can be set on its own; `manage.py check --deploy` passes with BENCH_HTTPS=1, DEBUG off and a SECRET_KEY.
+BENCH_HTTPS = env_bool("BENCH_HTTPS", False)
+if BENCH_HTTPS and env_bool("BENCH_PROXY_SSL_HEADER", True):
+    # Trust X-Forwarded-Proto only behind a proxy that sets it (and drops the client's own).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", BENCH_HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", BENCH_HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", BENCH_HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if BENCH_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", BENCH_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", BENCH_HTTPS)
+# The health check answers over plain HTTP too: probes (a load balancer, compose) talk to gunicorn directly.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# /healthz: how long the broker may take to answer before it is called down.
+BENCH_HEALTH_TIMEOUT_S = env_float("BENCH_HEALTH_TIMEOUT_S", 3.0)
 
 # --- LLM gateway --------------------------------------------------------------------------------------
 BENCH_LLM_MAX_RETRIES = env_int("BENCH_LLM_MAX_RETRIES", 4)

@@ -8,6 +8,11 @@ delivers in, and a lost message delays the queue instead of stranding a run: the
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
 run does nothing.
 
+Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, the reaper) each
+have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
+the worker that takes it claims the first queued run of that kind: a GPU worker (one serving only the GPU queue)
+never starts a CPU run, nor a CPU worker a GPU run.
+
 A run is sent after the transaction that wrote it commits, and ``Run.sent_at`` records when. When the job queue
 cannot be reached, the run stays queued with ``sent_at`` empty and ``QueueUnreachable`` is raised to whoever
 committed."""
@@ -19,6 +24,7 @@ from functools import partial
 
 import kombu.exceptions
 from celery import current_app, signature
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -41,6 +47,34 @@ class QueueUnreachable(Exception):
         super().__init__(message)
 
 
+#: The kind of work of the short jobs (step scoring, the reaper): no run is of it.
+SHORT_JOBS = "short"
+
+
+def queue_name(kind: str) -> str:
+    """The job queue of a kind of work: agent runs on the default queue (``CELERY_QUEUE``); short jobs and GPU runs
+    on ``BENCH_SHORT_QUEUE`` and ``BENCH_GPU_QUEUE``, by default the default queue's name with -short or -gpu."""
+    runs = current_app.conf.task_default_queue
+    if kind == SHORT_JOBS:
+        return settings.BENCH_SHORT_QUEUE or f"{runs}-short"
+    if kind == Run.Queue.GPU:
+        return settings.BENCH_GPU_QUEUE or f"{runs}-gpu"
+    return runs
+
+
+def queue_names() -> list[str]:
+    """Every job queue (agent runs, short jobs, GPU runs): what a worker serving all kinds of work listens on."""
+    return [queue_name(kind) for kind in (Run.Queue.RUNS, SHORT_JOBS, Run.Queue.GPU)]
+
+
+def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
+    """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
+    queue when it is sent."""
+    if name in (REAP_RUNS, SCORE_STEP):
+        return {"queue": queue_name(SHORT_JOBS)}
+    return None
+
+
 def run_enqueue(run: Run) -> None:
     """Send the run to a worker once the transaction that created it commits."""
     runs_enqueue([run])
@@ -53,11 +87,14 @@ def runs_enqueue(runs: Iterable[Run]) -> None:
 
 
 def runs_send(run_ids: list[int]) -> None:
-    """Send one message per run now and record when; stop at the first failure (the queue is down)."""
+    """Send one message per run, to its kind's queue, now and record when; stop at the first failure (the queue is
+    down)."""
     sent: list[int] = []
+    kinds = dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "queue"))
     try:
         for run_id in run_ids:
-            signature(EXECUTE_RUN, args=[run_id]).apply_async()
+            kind = kinds.get(run_id, Run.Queue.RUNS)
+            signature(EXECUTE_RUN, args=[run_id], kwargs={"queue": kind}).apply_async(queue=queue_name(kind))
             sent.append(run_id)
     except kombu.exceptions.OperationalError as exc:
         raise QueueUnreachable(reason=str(exc), sent=sent, unsent=run_ids[len(sent) :]) from exc
@@ -65,10 +102,10 @@ def runs_send(run_ids: list[int]) -> None:
         Run.objects.filter(pk__in=sent, status=Run.Status.QUEUED).update(sent_at=timezone.now())
 
 
-def messages_waiting() -> int | None:
-    """How many messages wait in the runs' job queue (None when the queue cannot tell or cannot be reached).
-    Messages a worker has taken are not counted: a worker takes one when it can start a run."""
-    queue = current_app.conf.task_default_queue
+def messages_waiting(kind: str = Run.Queue.RUNS) -> int | None:
+    """How many messages wait in the job queue of a kind of work (None when the queue cannot tell or cannot be
+    reached). Messages a worker has taken are not counted: a worker takes one when it can start a run."""
+    queue = queue_name(kind)
     try:
         with current_app.connection_for_write() as connection:
             connection.ensure_connection(max_retries=1)

@@ -258,6 +258,20 @@ class Run(models.Model):
     )
     sandbox = models.CharField(max_length=16, blank=True)
 
+    class Queue(models.TextChoices):
+        """The kind of work a run is: each kind has a job queue of its own (``runner.jobs.queue_name``; short jobs
+        have a third), and a worker that takes a message from a queue claims only a run of that kind."""
+
+        RUNS = "runs", "agent runs"
+        GPU = "gpu", "GPU runs"
+
+    queue = models.CharField(
+        max_length=8,
+        choices=Queue.choices,
+        default=Queue.RUNS,
+        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, agent runs otherwise.",
+    )
+
     max_steps = models.PositiveIntegerField(default=50)
     max_time_s = models.PositiveIntegerField(default=5 * 3600)
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
@@ -343,6 +357,12 @@ class Run(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in self.LIVE
+
+    @classmethod
+    def queue_for(cls, *, version: TaskVersion) -> str:
+        """The kind of work a new run of ``version`` is: a GPU run when its task asks for a GPU, else an agent run.
+        A validation run too: it runs the starter script to its end, which can take as long as an agent's run."""
+        return cls.Queue.GPU if int((version.resources or {}).get("gpus", 0) or 0) > 0 else cls.Queue.RUNS
 
     def final_workspace_snapshot(self) -> str:
         """The snapshot of the workspace the run left: its final one, else its last step's, else its starting one
@@ -546,3 +566,22 @@ class LLMLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} lease {self.pk}"
+
+
+class Worker(models.Model):
+    """A Celery worker process, as it last reported itself: a row survives the worker's death, so staff see when a
+    worker was last heard of (``runner.workers``); its runs are the live runs whose ``Run.worker`` is its name."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="Celery's node name, as runs record it.")
+    queues = models.JSONField(default=list, blank=True, help_text="The job queues it serves.")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    concurrency = models.PositiveIntegerField(default=1)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True, help_text="When it stopped cleanly (warm shutdown).")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -115,6 +115,7 @@ def run_fields(*, task: Task, version: TaskVersion, agent: Agent, model: str, pu
         "agent": agent,
         "model": model,
         "purpose": purpose,
+        "queue": Run.queue_for(version=version),
         "sandbox": settings.BENCH_SANDBOX,
         **limits.for_version(version).as_fields(),
     }
@@ -238,6 +239,7 @@ def run_fork(*, run: Run, step_index: int, agent: Agent | None = None, model: st
         fast_model=run.fast_model if model is None else "",
         edit_model=run.edit_model if model is None else "",
         purpose=Run.Purpose.BENCHMARK,
+        queue=Run.queue_for(version=run.task_version),
         sandbox=settings.BENCH_SANDBOX,
         **run.limits.as_fields(),
         forked_from=run,

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from celery import shared_task
-from celery.signals import worker_init, worker_shutdown, worker_shutting_down
+from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.utils import timezone
 
@@ -19,14 +19,31 @@ from .execution.reaper import runs_reap
 from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
 from .models import Run
 from .sandboxes import docker_containers_sweep
+from .workers import HeartbeatThread, worker_stopped
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, ignore_result=True, name=EXECUTE_RUN)
-def execute_run(self, run_id: int) -> None:
-    """Execute the run queued first: usually ``run_id``, which sent the message, unless an earlier run waits
-    (runs start in the order they were queued). A message that finds no queued run does nothing."""
+# Every job has a time limit (enforced by the prefork pool, Celery's default): at the soft limit the job is told
+# (SoftTimeLimitExceeded), JOB_GRACE_S later its process is killed.
+JOB_GRACE_S = 60
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    name=EXECUTE_RUN,
+    soft_time_limit=settings.BENCH_RUN_JOB_TIME_LIMIT_S,
+    time_limit=settings.BENCH_RUN_JOB_TIME_LIMIT_S + JOB_GRACE_S,
+)
+def execute_run(self, run_id: int, queue: str | None = None) -> None:
+    """Execute the run of kind ``queue`` queued first: usually ``run_id``, which sent the message, unless an
+    earlier run of its kind waits (runs start in the order they were queued). A message that finds no queued run
+    does nothing. (A message without ``queue``, sent before runs had kinds, claims a run of any kind.)
+
+    The job's time limit is not the run's (a message does not know which run it will start): a run still going at
+    ``BENCH_RUN_JOB_TIME_LIMIT_S`` goes back to the queue and is resumed by another job (``RunSession``)."""
     if worker_stopping():
         try:
             runs_send([run_id])  # for the next worker
@@ -34,18 +51,30 @@ def execute_run(self, run_id: int) -> None:
             log.warning("%s", exc)
         return
     with stopping.busy():
-        run_execute_next(worker=self.request.hostname or "")
+        run_execute_next(worker=self.request.hostname or "", queue=queue)
 
 
-@shared_task(ignore_result=True, name=REAP_RUNS)
+@shared_task(
+    ignore_result=True,
+    name=REAP_RUNS,
+    soft_time_limit=settings.BENCH_REAPER_TIME_LIMIT_S,
+    time_limit=settings.BENCH_REAPER_TIME_LIMIT_S + JOB_GRACE_S,
+)
 def reap_runs() -> dict:
     """Periodic: re-queue runs whose worker died (heartbeat too old), or fail them after too many attempts."""
     return runs_reap()
 
 
-@shared_task(acks_late=True, ignore_result=True, name=SCORE_STEP)
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    name=SCORE_STEP,
+    soft_time_limit=settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + JOB_GRACE_S,
+    time_limit=settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S + 2 * JOB_GRACE_S,
+)
 def score_step(step_id: int) -> None:
-    """Evaluate the workspace after one step (intermediate scores for the trace's score-over-steps chart)."""
+    """Evaluate the workspace after one step (intermediate scores for the trace's score-over-steps chart): the
+    task's preparation (cached, usually done) and one evaluation at most."""
     step_score(step_id=step_id)
 
 
@@ -81,3 +110,29 @@ def hand_back_runs(sender=None, **kwargs) -> None:
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     Run.objects.filter(worker=str(sender), status__in=Run.ON_WORKER).update(hand_back_requested_at=timezone.now())
+
+
+_heartbeat: HeartbeatThread | None = None
+
+
+@worker_ready.connect
+def heartbeat_start(sender=None, **kwargs) -> None:
+    """The worker records a heartbeat (runner.workers) from its main process while it lives."""
+    global _heartbeat
+    queues = sorted(sender.app.amqp.queues.consume_from)
+    concurrency = getattr(getattr(sender, "controller", None), "concurrency", None) or 1
+    _heartbeat = HeartbeatThread(name=sender.hostname, queues=queues, concurrency=concurrency, pid=os.getpid())
+    _heartbeat.start()
+
+
+@worker_shutdown.connect
+def heartbeat_stop(sender=None, **kwargs) -> None:
+    global _heartbeat
+    if _heartbeat is None:
+        return
+    _heartbeat.stop()
+    try:
+        worker_stopped(name=_heartbeat.worker["name"])
+    except Exception:  # the database is gone: the page will call the worker lost instead of stopped
+        log.exception("worker %s: its stop could not be recorded", _heartbeat.worker["name"])
+    _heartbeat = None

@@ -1,7 +1,7 @@
 """The reaper: live runs whose worker stopped sending heartbeats are queued again (the new attempt resumes from
 the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs whose
 message the job queue lost, or that could not be sent (it was unreachable), are sent again; scratch folders
-that outlived their run's attempt are removed."""
+that outlived their run's attempt are removed; workers not heard of for days are forgotten."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ..evaluation import STEP_SCORE_SCRATCH
 from ..jobs import QueueUnreachable, messages_waiting, run_enqueue, runs_send
 from ..models import Run
 from ..snapshots import remove_tree
+from ..workers import workers_forget
 from .session import attempt_scratch_remove
 from .validation import fail_validation_if_needed
 
@@ -57,7 +58,7 @@ def runs_reap(
             failed.append(run.pk)
     resent = [] if queue_down else runs_resend(resend_after_s=resend_after_s)
     swept = [str(path) for path in scratch_sweep()]
-    return {"requeued": requeued, "failed": failed, "resent": resent, "swept": swept}
+    return {"requeued": requeued, "failed": failed, "resent": resent, "swept": swept, "forgotten": workers_forget()}
 
 
 def scratch_sweep() -> list[Path]:
@@ -85,29 +86,34 @@ def scratch_sweep() -> list[Path]:
 def runs_resend(*, resend_after_s: float | None = None) -> list[int]:
     """Send the messages the queued runs are missing; the ids of the runs sent for.
 
-    Each queued run should have a message waiting (a worker that takes one starts the run queued first). Once
-    some run has waited ``resend_after_s`` (``BENCH_RESEND_AFTER_S``) since it was last sent, the runs queued are
-    compared with the messages waiting, and the difference is sent for the runs that waited longest: messages
-    lost by the broker (a restart) or never sent (it was unreachable). A message too many does nothing. A
-    broker that cannot count its messages gets only the runs that were never sent."""
+    Each queued run should have a message waiting in its kind's queue (a worker that takes one starts the run of
+    that kind queued first). Once some run has waited ``resend_after_s`` (``BENCH_RESEND_AFTER_S``) since it was
+    last sent, the runs queued are compared with the messages waiting, queue by queue, and the difference is sent
+    for the runs that waited longest: messages lost by the broker (a restart) or never sent (it was unreachable).
+    A message too many does nothing. A broker that cannot count its messages gets only the runs that were never
+    sent."""
     resend_after_s = resend_after_s if resend_after_s is not None else settings.BENCH_RESEND_AFTER_S
     cutoff = timezone.now() - timedelta(seconds=resend_after_s)
-    queued = Run.objects.filter(status=Run.Status.QUEUED)
-    waited = queued.filter(Q(sent_at__lt=cutoff) | Q(sent_at__isnull=True, created_at__lt=cutoff))
-    stale = list(waited.order_by(*Run.QUEUE_ORDER).values_list("pk", flat=True))
-    if not stale:
-        return []
-    waiting = messages_waiting()
-    if waiting is None:
-        missing = list(waited.filter(sent_at__isnull=True).order_by(*Run.QUEUE_ORDER).values_list("pk", flat=True))
-    else:
-        missing = stale[: max(queued.count() - waiting, 0)]
-    if not missing:
-        return []
-    try:
-        runs_send(missing)
-    except QueueUnreachable as exc:
-        log.warning("%s", exc)
-        return exc.sent
-    log.info("sent %s missing messages for queued runs %s", len(missing), missing)
-    return missing
+    resent: list[int] = []
+    for kind in Run.Queue.values:
+        queued = Run.objects.filter(status=Run.Status.QUEUED, queue=kind)
+        waited = queued.filter(Q(sent_at__lt=cutoff) | Q(sent_at__isnull=True, created_at__lt=cutoff))
+        stale = list(waited.order_by(*Run.QUEUE_ORDER).values_list("pk", flat=True))
+        if not stale:
+            continue
+        waiting = messages_waiting(kind)
+        if waiting is None:
+            never_sent = waited.filter(sent_at__isnull=True).order_by(*Run.QUEUE_ORDER)
+            missing = list(never_sent.values_list("pk", flat=True))
+        else:
+            missing = stale[: max(queued.count() - waiting, 0)]
+        if not missing:
+            continue
+        try:
+            runs_send(missing)
+        except QueueUnreachable as exc:
+            log.warning("%s", exc)
+            return resent + exc.sent
+        log.info("sent %s missing messages for queued %s %s", len(missing), Run.Queue(kind).label, missing)
+        resent += missing
+    return resent

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -72,11 +73,14 @@ def run_claim(run_id: int, *, worker: str = "") -> Run | None:
         return _claim(run, worker) if run is not None else None
 
 
-def run_claim_next(*, worker: str = "") -> Run | None:
-    """queued -> preparing for the run queued first (``Run.QUEUE_ORDER``) that no other worker is claiming."""
+def run_claim_next(*, worker: str = "", queue: str | None = None) -> Run | None:
+    """queued -> preparing for the run queued first (``Run.QUEUE_ORDER``) that no other worker is claiming; of
+    the kind of work ``queue`` (``Run.Queue``) when given (the queue the worker took the message from)."""
     for _ in range(CLAIM_TRIES):
         with transaction.atomic():
             queued = Run.objects.select_for_update(skip_locked=True).filter(status=Run.Status.QUEUED)
+            if queue is not None:
+                queued = queued.filter(queue=queue)
             run = queued.order_by(*Run.QUEUE_ORDER).first()
             if run is None:
                 return None
@@ -118,9 +122,10 @@ def run_execute(run_id: int, *, worker: str = "", parent: RunSession | None = No
     return Run.objects.get(pk=run_id)
 
 
-def run_execute_next(*, worker: str = "") -> Run | None:
-    """Execute the run queued first (what a worker does with any ``execute_run`` message). None: no run waits."""
-    run = run_claim_next(worker=worker)
+def run_execute_next(*, worker: str = "", queue: str | None = None) -> Run | None:
+    """Execute the run queued first, of the kind ``queue`` when given (what a worker does with an ``execute_run``
+    message). None: no such run waits."""
+    run = run_claim_next(worker=worker, queue=queue)
     if run is None:
         log.info("no run is queued; nothing to do")
         return None
@@ -264,6 +269,10 @@ class RunSession:
         except LostOwnership:
             log.warning("run %s: no longer ours (attempt %s); stopping without writing", self.run.pk, self.attempt)
         except HandBack:
+            self.hand_back()
+        except SoftTimeLimitExceeded:
+            # The job's time limit (BENCH_RUN_JOB_TIME_LIMIT_S), not the run's: another job resumes it.
+            log.warning("run %s: its job reached the job time limit; handing the run back", self.run.pk)
             self.hand_back()
         except RunInterrupted as exc:
             self.finish(exc.ending(self.run), None)

@@ -36,11 +36,14 @@ def shared_database_url() -> str:
     return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def start_worker(env: dict[str, str], log_path: Path, queue: str, *extra: str) -> subprocess.Popen:
-    """A Celery worker in its own process group (so a test can kill it and all its children at once)."""
+def start_worker(
+    env: dict[str, str], log_path: Path, queue: str, *extra: str, kinds: tuple[str, ...] = ("", "-short", "-gpu")
+) -> subprocess.Popen:
+    """A Celery worker in its own process group (so a test can kill it and all its children at once), serving
+    the queues of ``kinds`` of work: ``queue`` (agent runs) and the short and GPU queues named after it."""
     log = open(log_path, "wb")  # noqa: SIM115 - handed to the process
     command = [sys.executable, "-m", "celery", "-A", "bench", "worker", "--loglevel", "INFO", "--concurrency", "1"]
-    command += ["--queues", queue, "--without-gossip", "--without-mingle"]
+    command += ["--queues", ",".join(queue + suffix for suffix in kinds), "--without-gossip", "--without-mingle"]
     command += ["--hostname", f"test-{os.getpid()}-{log_path.stem}@%h", *extra]
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60

