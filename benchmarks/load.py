@@ -22,6 +22,7 @@ import random
 import shutil
 import socket
 import statistics
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -196,6 +197,7 @@ def main() -> None:
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/15")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each figure as it is measured, also into a pipe
     if not (1 <= args.clients <= 64 and 0 < args.duration <= 600):
         parser.error("--clients must be 1 to 64 and --duration above 0 and at most 600 seconds")
 

@@ -225,6 +225,7 @@ def main() -> None:
     parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/15")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each figure as it is measured, also into a pipe
 
     with postgres_scratch(args.server, "bench_scaleout") as database_url:
         var, env = platform_setup(database_url=database_url, broker=args.broker, prefix="scaleout")
