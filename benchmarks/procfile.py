@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROCFILE = ROOT / "Procfile"
 #: The environment of a platform process that a benchmark sets; everything else is the benchmark's own.
-SERVICE_VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_QUEUE", "BENCH_VAR_DIR")
+SERVICE_VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_QUEUE", "BENCH_WORKER_QUEUES", "BENCH_VAR_DIR")
 #: Options of the worker line that run the periodic scheduler, with how many values each takes.
 BEAT_OPTIONS = {"--beat": 0, "-B": 0, "--schedule": 1, "-s": 1}
 
@@ -41,14 +41,22 @@ def procfile_names() -> list[str]:
 
 
 def expand(command: str, env: dict[str, str]) -> list[str]:
-    """The command's words with ``${NAME:-default}``, ``${NAME}`` and ``$NAME`` taken from ``env``, as the shell
-    that runs the Procfile would."""
+    """The command's words with ``${NAME:-default}``, ``${NAME:+alternative}``, ``${NAME}`` and ``$NAME`` taken
+    from ``env``, as the shell that runs the Procfile would (unquoted: a value splits into words)."""
+    return shlex.split(_substitute(command, env))
 
+
+def _substitute(text: str, env: dict[str, str]) -> str:
     def value(match: re.Match) -> str:
-        name, default = match.group(1) or match.group(3), match.group(2)
-        return env.get(name) or (default or "")
+        name, form, word = match.group(1) or match.group(4), match.group(2), match.group(3) or ""
+        current = env.get(name, "")
+        if form == ":-":
+            return current or _substitute(word, env)
+        if form == ":+":
+            return _substitute(word, env) if current else ""
+        return current
 
-    return shlex.split(re.sub(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)", value, command))
+    return re.sub(r"\$\{(\w+)(?:(:[-+])([^}]*))?\}|\$(\w+)", value, text)
 
 
 def without_beat(words: list[str]) -> list[str]:

@@ -126,9 +126,34 @@ def workers_start(env: dict[str, str], count: int, logs: Path, tag: str) -> list
     return workers
 
 
-def platform_batch(*, env, workers: int, runs: int, agent, task, logs: Path, tag: str) -> tuple[float, str]:
+def run_phases(runs: list) -> dict[str, float]:
+    """Where a run's time went, the median over ``runs`` in seconds: from its claim to its first step (the task's
+    workspace laid out, the agent started in its sandbox), in the steps (each action, snapshot and commit; the
+    Execute Script steps include the work), and from its last step to its end (evaluation in the sandbox,
+    the end recorded)."""
+    from django.db.models import Min, Sum
+
+    from runner.models import Step
+
+    rows = {
+        row["run"]: row
+        for row in Step.objects.filter(run__in=runs)
+        .values("run")
+        .annotate(first=Min("started_at"), steps=Sum("duration_s"))
+    }
+    phases: dict[str, list[float]] = {"to the first step": [], "steps": [], "after the last step": []}
+    for run in runs:
+        row = rows[run.pk]
+        last = Step.objects.filter(run=run).order_by("-index").first()
+        phases["to the first step"].append((row["first"] - run.started_at).total_seconds())
+        phases["steps"].append(row["steps"])
+        phases["after the last step"].append((run.finished_at - last.started_at).total_seconds() - last.duration_s)
+    return {name: statistics.median(values) for name, values in phases.items()}
+
+
+def platform_batch(*, env, workers: int, runs: int, agent, task, logs: Path, tag: str) -> tuple[float, str, list]:
     """Wall time of a batch of ``runs`` runs on ``workers`` fresh workers (each warmed up by one run); a
-    note when a run did not finish on its first attempt."""
+    note when a run did not finish on its first attempt; the runs."""
     from runner.services import batch_create
 
     procs = workers_start(env, workers, logs, tag)
@@ -143,7 +168,7 @@ def platform_batch(*, env, workers: int, runs: int, agent, task, logs: Path, tag
             process_stop(proc)
     bad = [f"run {r.pk} {r.status} attempt {r.attempt}" for r in ended if r.status != "finished" or r.attempt != 1]
     wall = max(r.finished_at.timestamp() for r in ended) - started
-    return wall, "; ".join(bad)
+    return wall, "; ".join(bad), ended
 
 
 def bare_batch(*, work: Path, executions: int, lanes: int) -> float:
@@ -188,14 +213,16 @@ def measure(args: argparse.Namespace, var: Path, env: dict[str, str]) -> None:
           f"{bare_batch(work=work, executions=1, lanes=1):.2f} s bare); {args.rounds} rounds")  # fmt: skip
 
     times: dict[str, list[float]] = {"1 worker": [], "2 workers": [], "bare, 1 lane": [], "bare, 2 lanes": []}
+    batches: dict[int, list] = {1: [], 2: []}
     for r in range(args.rounds):
         order = [1, 2] if r % 2 == 0 else [2, 1]
         for n in order:
             before = load()
-            wall, bad = platform_batch(
+            wall, bad, ended = platform_batch(
                 env=env, workers=n, runs=args.runs, agent=agent, task=task, logs=var / "logs", tag=f"r{r}w{n}"
             )
             times[f"{n} worker{'s' * (n > 1)}"].append(wall)
+            batches[n] += ended
             print(f"  round {r + 1}: {n} worker(s)   {wall:7.2f} s   load {before} -> {load()}  {bad}")
         for n in order:
             before = load()
@@ -213,6 +240,9 @@ def measure(args: argparse.Namespace, var: Path, env: dict[str, str]) -> None:
           f"ratio {platform / bare:.3f} (goal >= 0.95); per round {per_round}")  # fmt: skip
     print(f"platform overhead a run (1 worker, over its bare work): "
           f"{(med['1 worker'] - med['bare, 1 lane']) / args.runs:.2f} s")  # fmt: skip
+    for n, ended in batches.items():
+        phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in run_phases(ended).items())
+        print(f"a run on {n} worker(s), medians: {phases}")
     print(f"load average at the end {load()}")
 
 

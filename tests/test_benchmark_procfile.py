@@ -16,6 +16,11 @@ def test_variables_are_expanded_as_the_shell_would():
     words = procfile.expand(command, {"CELERY_QUEUE": "runs,short", "NAME": "n"})
     assert words == ["celery", "worker", "--queues", "runs,short", "--schedule", "var/beat", "--x", "n", "--y", "n"]
     assert procfile.expand("--queues ${CELERY_QUEUE:-bench}", {"CELERY_QUEUE": ""}) == ["--queues", "bench"]
+    # An option given only when its variable is set, the variable's value inside it.
+    optional = "worker ${QUEUES:+--queues $QUEUES} --x ${OTHER:-$QUEUES}"
+    words = ["worker", "--queues", "runs,short", "--x", "runs,short"]
+    assert procfile.expand(optional, {"QUEUES": "runs,short"}) == words
+    assert procfile.expand(optional, {"OTHER": "o"}) == ["worker", "--x", "o"]
 
 
 def test_a_worker_without_beat_keeps_every_other_option():
@@ -25,10 +30,9 @@ def test_a_worker_without_beat_keeps_every_other_option():
 
 
 def test_the_procfiles_worker_line_is_what_a_benchmark_worker_runs():
-    env = {"CELERY_QUEUE": "bench-q", "BENCH_VAR_DIR": "/v"}
-    words = procfile.expand(procfile.procfile_line("worker"), env)
+    words = procfile.expand(procfile.procfile_line("worker"), {"CELERY_QUEUE": "bench-q", "BENCH_VAR_DIR": "/v"})
     assert words[:4] == ["celery", "-A", "bench", "worker"]
-    assert any("bench-q" in word for word in words)  # the queue option comes from the Procfile, filled from env
+    assert not any("$" in word for word in words), words  # every variable filled in
     assert not {"--beat", "-B"} & set(procfile.without_beat(words))
 
 
