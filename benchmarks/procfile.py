@@ -21,8 +21,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCFILE = ROOT / "Procfile"
-#: The environment of a platform process that a benchmark sets; everything else is the benchmark's own.
-SERVICE_VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_QUEUE", "BENCH_WORKER_QUEUES", "BENCH_VAR_DIR")
+#: The environment of a platform process that a benchmark sets or clears (the queues follow CELERY_QUEUE);
+#: everything else is the benchmark's own.
+SERVICE_VARIABLES = (
+    "DATABASE_URL", "CELERY_BROKER_URL", "CELERY_QUEUE", "BENCH_SHORT_QUEUE", "BENCH_GPU_QUEUE",
+    "BENCH_WORKER_QUEUES", "BENCH_VAR_DIR",
+)  # fmt: skip
 #: Options of the worker line that run the periodic scheduler, with how many values each takes.
 BEAT_OPTIONS = {"--beat": 0, "-B": 0, "--schedule": 1, "-s": 1}
 
