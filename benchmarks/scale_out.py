@@ -1,7 +1,7 @@
 """Scale-out: a batch of short runs on one worker and on two, against the same work done by bare scripts.
 
 Each run of the batch is a scripted agent on a tiny task: it writes ``work.py`` (a fixed CPU loop, about
-``--work-s`` seconds on this machine, calibrated at the start), executes it ``--executions`` times through the
+``--work-s`` seconds of CPU on this machine, calibrated at the start), executes it ``--executions`` times through the
 platform (Execute Script in the bwrap sandbox), writes its answer and ends; the task's eval.py scores it. The
 workers are the Procfile's worker line (``procfile.py``), on a throwaway PostgreSQL database and a Redis queue
 of their own. The bare scripts do the same work directly: ``work.py`` run once per execution of the batch, one
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -188,12 +189,21 @@ def bare_batch(*, work: Path, executions: int, lanes: int) -> float:
     return time.perf_counter() - started
 
 
+def cpu_seconds_of(work: Path) -> float:
+    """CPU seconds (user and system) one run of ``work`` takes as a subprocess: unlike its wall time, not
+    stretched by other work on the machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, str(work)], cwd=work.parent, check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def calibrated_iterations(folder: Path, seconds: float) -> int:
-    """Loop iterations of WORK that take about ``seconds`` here (interpreter start included)."""
+    """Loop iterations of WORK that take about ``seconds`` of CPU here (interpreter start included)."""
     probe = folder / "probe.py"
     n = 1_000_000
     probe.write_text(WORK.format(n=n))
-    took = min(bare_batch(work=probe, executions=1, lanes=1) for _ in range(3))
+    took = min(cpu_seconds_of(probe) for _ in range(3))
     return max(int(n * seconds / took), 1000)
 
 
@@ -210,7 +220,7 @@ def measure(args: argparse.Namespace, var: Path, env: dict[str, str]) -> None:
     agent = scripted_agent("scale-out", run_script(work.read_text(), executions=args.executions))
     executions = args.runs * args.executions
     print(f"{args.runs} runs x {args.executions} execution(s) of work.py ({iterations:,} iterations, "
-          f"{bare_batch(work=work, executions=1, lanes=1):.2f} s bare); {args.rounds} rounds")  # fmt: skip
+          f"{cpu_seconds_of(work):.2f} s of CPU); {args.rounds} rounds")  # fmt: skip
 
     times: dict[str, list[float]] = {"1 worker": [], "2 workers": [], "bare, 1 lane": [], "bare, 2 lanes": []}
     batches: dict[int, list] = {1: [], 2: []}
