@@ -18,12 +18,15 @@ ERRORS = {
     ),
     403: OpenApiResponse(
         DETAIL,
-        description="Starting or cancelling runs needs a staff account; importing a run's log or uploading an "
-        "agent, a signed-in one (and an agent of one's own).",
+        description="Starting or cancelling runs and approving or rejecting submissions need a staff account; "
+        "importing a run's log, uploading an agent or asking for runs of one, a signed-in one (and an agent of "
+        "one's own).",
     ),
     404: OpenApiResponse(DETAIL, description="No such object, or one you may not see."),
-    409: OpenApiResponse(DETAIL, description="The run has ended: nothing to cancel."),
-    429: OpenApiResponse(DETAIL, description="Too many uploads: the body says when to try again."),
+    409: OpenApiResponse(
+        DETAIL, description="The run has ended (nothing to cancel), or the submission was decided already."
+    ),
+    429: OpenApiResponse(DETAIL, description="Too many uploads or requests for runs: the body says when to try again."),
     503: OpenApiResponse(
         inline_serializer(
             "QueueUnreachable",

@@ -197,8 +197,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "bench.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
-    # Agent uploads run a smoke test in the sandbox: at most this many per user (?/minute, ?/hour, ?/day).
-    "DEFAULT_THROTTLE_RATES": {"agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour"},
+    # Uploads work in the sandbox (an agent's smoke test, a log's scoring): at most this many per user
+    # (?/minute, ?/hour, ?/day). Requests for runs (a submission, or staff starting runs) per user, site and API
+    # together.
+    "DEFAULT_THROTTLE_RATES": {
+        "agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour",
+        "trace_uploads": os.environ.get("BENCH_TRACE_UPLOAD_RATE") or "20/hour",
+        "run_requests": os.environ.get("BENCH_RUN_REQUEST_RATE") or "60/hour",
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlab-bench API",
@@ -287,6 +293,8 @@ BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
 BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
 # The most runs one request (the API's POST /api/v1/runs/, bench_run) may queue: tasks x repeats.
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
+# A submitter's request for runs is approved at once instead of waiting for staff.
+BENCH_AUTO_APPROVE_SUBMISSIONS = env_bool("BENCH_AUTO_APPROVE_SUBMISSIONS", False)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
@@ -323,6 +331,10 @@ BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 # [{"name": "gpt-4o-mini", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY",
 #   "price_input_per_mtok": 0.15, "price_output_per_mtok": 0.6}]
 BENCH_MODEL_ENDPOINTS = os.environ.get("BENCH_MODEL_ENDPOINTS", "")
+# The optional local endpoint (runner/local_model.py): `make run` starts SmolLM2-135M-Instruct under
+# `transformers serve` on this loopback port, and bench_init registers it as "local-smollm2" at price 0.
+BENCH_LOCAL_MODEL = env_bool("BENCH_LOCAL_MODEL", False)
+BENCH_LOCAL_MODEL_PORT = env_int("BENCH_LOCAL_MODEL_PORT", 8011)
 BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
 BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
 # A run's workspace on a filesystem of its own, of the limit's size (runner/workspaces.py): "tmpfs" (the kernel

@@ -7,12 +7,14 @@ from rest_framework.routers import DefaultRouter
 
 from leaderboard.api import leaderboard_api
 from runner.api import AgentViewSet, RunViewSet, trace_import_api
+from runner.submission_api import SubmissionViewSet
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()
 router.register("tasks", TaskViewSet, basename="task")
 router.register("runs", RunViewSet, basename="run")
 router.register("agents", AgentViewSet, basename="agent")
+router.register("submissions", SubmissionViewSet, basename="submission")
 
 urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>

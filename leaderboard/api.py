@@ -39,6 +39,10 @@ ROWS = inline_serializer(
             allow_null=True,
             help_text="mean normalised score on the tasks with a reference score: 0 = baseline, 1 = reference",
         ),
+        "review_tags": serializers.DictField(
+            child=serializers.IntegerField(),
+            help_text="counted runs per review tag (on the run or one of its steps), the most frequent first",
+        ),
     },
     many=True,
 )
@@ -70,5 +74,5 @@ def leaderboard_api(request: Request) -> Response:
     query, problems = board_query_parse(request.query_params)
     if problems:
         raise serializers.ValidationError({param: [message] for param, message in problems.items()})
-    board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
+    board = leaderboard_matrix(viewer=request.user, options=query.options(), sort=query.sort)
     return Response([leaderboard_row_export(r) for r in board["rows"]])

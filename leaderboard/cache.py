@@ -6,13 +6,17 @@ least as new as the generation it is stored under, so a cached figure is never o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import asdict
+from typing import TYPE_CHECKING, TypeVar
 
 from django.core.cache import cache
 
 from runner.selectors import Viewer
 
 from .models import RankingGeneration
+
+if TYPE_CHECKING:
+    from .query import RankingOptions
 
 T = TypeVar("T")
 
@@ -42,12 +46,12 @@ def ranking_fragment_key(viewer: Viewer) -> str | None:
     return None if generation is None else f"{generation}:{viewer_key(viewer)}"
 
 
-def ranking_cached(name: str, *, viewer: Viewer, options: dict, compute: Callable[[], T]) -> T:
+def ranking_cached(name: str, *, viewer: Viewer, options: RankingOptions, compute: Callable[[], T]) -> T:
     """``compute()`` once per generation, viewer class and options; every time where there is no generation."""
     generation = ranking_generation()
     if generation is None:
         return compute()
-    listed = ",".join(f"{k}={options[k]!r}" for k in sorted(options))
+    listed = ",".join(f"{k}={v!r}" for k, v in sorted(asdict(options).items()))
     key = f"ranking:{generation}:{name}:{viewer_key(viewer)}:{listed}"
     found = cache.get(key)
     if found is None:

@@ -11,10 +11,13 @@ from .selectors import ENTRANT
 
 def leaderboard_row_export(row: dict) -> dict:
     """A leaderboard row as the API and the JSON and CSV exports give it: plain names, numbers as floats,
-    intervals as [low, high]."""
+    intervals as [low, high], and (a row, not a cell) its counted runs per review tag, the most frequent first."""
     out = {"agent": row["agent__name"], "agent_version": row["agent__version"], "model": row["model"]}
     for key, value in row.items():
-        if key in ENTRANT or key in ("task__slug", "tags"):  # review tags: on the page, not (yet) in the exports
+        if key == "tags":
+            out["review_tags"] = {tag["kind"]: tag["runs"] for tag in value}
+            continue
+        if key in ENTRANT or key == "task__slug":
             continue
         if isinstance(value, tuple):
             value = [float(v) for v in value]
@@ -46,6 +49,7 @@ CSV_COLUMNS = (
     "mean_tokens",
     "mean_seconds",
     "mean_steps",
+    "review_tags",
 )
 
 
@@ -60,6 +64,7 @@ def leaderboard_csv(rows: list[dict]) -> str:
         for name in ("success", "improvement"):
             low, high = line.pop(f"{name}_interval") or (None, None)
             line[f"{name}_low"], line[f"{name}_high"] = low, high
+        line["review_tags"] = " ".join(f"{kind}={runs}" for kind, runs in line.get("review_tags", {}).items())
         writer.writerow({k: "" if v is None else v for k, v in line.items()})
     return out.getvalue()
 

@@ -30,24 +30,37 @@ TASK_SORT = "task:"
 
 
 @dataclass(frozen=True)
-class BoardQuery:
+class RankingOptions:
+    """Which runs a ranking counts, as every ranking selector takes it (``selectors.counted_runs`` and
+    ``ranked_runs`` apply it) and the ranking cache keys its figures by."""
+
+    #: Only the runs of each task's current version (``?versions=all`` turns it off).
+    current_only: bool = True
+    #: Infrastructure failures counted as failed runs (``?infra=include``), to show what they change.
+    include_infrastructure: bool = False
+    #: Runs imported from logs made elsewhere (``?origin=all``) counted beside those the platform executed.
+    include_self_reported: bool = False
+    #: Only the tasks of this category; "" for every category.
+    category: str = ""
+
+
+DEFAULT_OPTIONS = RankingOptions()
+
+
+@dataclass(frozen=True)
+class BoardQuery(RankingOptions):
     """The runs the board counts and the order of its rows; ``sort`` empty means the ranking (``ranking_key``)."""
 
-    current_only: bool = True
-    include_infrastructure: bool = False
-    #: Count runs imported from logs made elsewhere (``?origin=all``) beside those the platform executed.
-    include_self_reported: bool = False
-    category: str = ""
     sort: str = ""
 
-    def options(self) -> dict:
-        """The keyword arguments the selectors take."""
-        return {
-            "current_only": self.current_only,
-            "include_infrastructure": self.include_infrastructure,
-            "include_self_reported": self.include_self_reported,
-            "category": self.category,
-        }
+    def options(self) -> RankingOptions:
+        """What the selectors take: the query without its order."""
+        return RankingOptions(
+            current_only=self.current_only,
+            include_infrastructure=self.include_infrastructure,
+            include_self_reported=self.include_self_reported,
+            category=self.category,
+        )
 
 
 def _sort_column(sort: str) -> str:

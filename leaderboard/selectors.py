@@ -15,7 +15,7 @@ from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows,
 from task_bank.models import Task, TaskVersion
 
 from .cache import ranking_cached
-from .query import board_sort
+from .query import DEFAULT_OPTIONS, RankingOptions, board_sort
 from .stats import Number, entrant_stats, paired_difference, ranking_key
 
 ENTRANT = ("agent__name", "agent__version", "model")
@@ -39,7 +39,7 @@ def home_counts(*, viewer: Viewer) -> dict:
             counted=Count("pk", filter=counted), succeeded=Count("pk", filter=counted & Q(succeeded=True))
         )
 
-    counts = ranking_cached("home_counts", viewer=viewer, options={}, compute=compute)
+    counts = ranking_cached("home_counts", viewer=viewer, options=DEFAULT_OPTIONS, compute=compute)
     counts["live"] = runs_visible_to(viewer).filter(Run.TRIAL, status__in=Run.LIVE).count()
     return counts
 
@@ -125,76 +125,48 @@ def _with_figures(group: dict) -> dict:
     return {k: v for k, v in group.items() if k not in SUMS_ONLY} | entrant_stats(group)
 
 
-def counted_runs(
-    *, viewer: Viewer, include_infrastructure: bool = False, include_self_reported: bool = False
-) -> tuple[QuerySet[Run], Q]:
+def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[QuerySet[Run], Q]:
     """The one rule of what rankings count, as the runs to group and the filter of those that count.
 
     Counted: trials (benchmark runs started afresh: no validation run, no fork, which re-runs a step of another
     run) that ended finished, failed by the agent, or at a limit (timed out included). Not counted: cancelled
     runs, and infrastructure failures, which are read too so that each row can show how many it had, and which
-    ``include_infrastructure`` counts as failed runs, to show what they would change. Only runs the platform
-    executed and scored (``Run.VERIFIED``) unless ``include_self_reported``: runs imported from logs made elsewhere
-    then count too."""
-    counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if include_infrastructure else Run.COUNTED
+    ``options.include_infrastructure`` counts as failed runs, to show what they would change. Only runs the
+    platform executed and scored (``Run.VERIFIED``) unless ``options.include_self_reported``: runs imported from
+    logs made elsewhere then count too. (Which tasks and versions: ``ranked_runs``.)"""
+    counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
     runs = runs_visible_to(viewer).filter(Run.TRIAL).filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
-    if not include_self_reported:
+    if not options.include_self_reported:
         runs = runs.filter(Run.VERIFIED)
     return runs, counted
 
 
-def task_agent_rows(
-    *, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False, include_self_reported: bool = False
-) -> list[dict]:
+def task_agent_rows(*, viewer: Viewer, version: TaskVersion, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """The per-task leaderboard: one row per agent version and model, over the runs of this version that
     rankings count (``counted_runs``)."""
-    runs, counted = counted_runs(
-        viewer=viewer, include_infrastructure=include_infrastructure, include_self_reported=include_self_reported
-    )
+    runs, counted = counted_runs(viewer=viewer, options=options)
     best = (Max if version.higher_is_better else Min)("final_score", filter=counted)
     groups = runs.filter(task_version=version).values(*ENTRANT).annotate(**_sums(counted=counted), best=best)
     return sorted((_with_figures(g) for g in groups.order_by()), key=ranking_key)
 
 
-def ranked_runs(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> tuple[QuerySet[Run], Q]:
-    """``counted_runs`` on the leaderboard's tasks: the enabled ones (of one ``category`` if given), only the runs
-    of each task's current version if ``current_only``."""
-    runs, counted = counted_runs(
-        viewer=viewer, include_infrastructure=include_infrastructure, include_self_reported=include_self_reported
-    )
+def ranked_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[QuerySet[Run], Q]:
+    """``counted_runs`` on the leaderboard's tasks: the enabled ones (of one ``options.category`` if given), only
+    the runs of each task's current version if ``options.current_only``."""
+    runs, counted = counted_runs(viewer=viewer, options=options)
     runs = runs.filter(task__is_enabled=True)
-    if current_only:
+    if options.current_only:
         runs = runs.filter(task_version=F("task__current_version"))
-    if category:
-        runs = runs.filter(task__category=category)
+    if options.category:
+        runs = runs.filter(task__category=options.category)
     return runs, counted
 
 
-def leaderboard_cell_groups(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> list[dict]:
+def leaderboard_cell_groups(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """The leaderboard's one aggregation: ``_sums`` per agent version, model and task, over ``ranked_runs``, the
     groups with only infrastructure failures included (``runs`` 0: their row still shows how many it had). The
     rows and the cells are both made from these groups, so they always add up."""
-    runs, counted = ranked_runs(
-        viewer=viewer,
-        current_only=current_only,
-        include_infrastructure=include_infrastructure,
-        include_self_reported=include_self_reported,
-        category=category,
-    )
+    runs, counted = ranked_runs(viewer=viewer, options=options)
     groups = runs.values(*ENTRANT, "task__slug").annotate(**_sums(counted=counted))
     return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
 
@@ -228,53 +200,27 @@ def _cells_from_groups(groups: list[dict]) -> list[dict]:
     return [_with_figures(g) for g in groups if g["runs"]]
 
 
-def leaderboard_board(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> tuple[list[dict], list[dict]]:
+def leaderboard_board(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[list[dict], list[dict]]:
     """The rows and the cells made from ``leaderboard_cell_groups``, computed once per ranking generation
     (``cache.ranking_cached``): every read of the leaderboard's figures goes through here."""
-    options = {
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "include_self_reported": include_self_reported,
-        "category": category,
-    }
 
     return ranking_cached("board", viewer=viewer, options=options, compute=lambda: board_computed(viewer, options))
 
 
-def board_computed(viewer: Viewer, options: dict) -> tuple[list[dict], list[dict]]:
+def board_computed(viewer: Viewer, options: RankingOptions) -> tuple[list[dict], list[dict]]:
     """The leaderboard's rows (with their review tag counts) and cells, computed from the runs (no cache)."""
-    groups = leaderboard_cell_groups(viewer=viewer, **options)
+    groups = leaderboard_cell_groups(viewer=viewer, options=options)
     rows = _rows_from_groups(groups)
-    tags = leaderboard_tag_counts(viewer=viewer, **options)
+    tags = leaderboard_tag_counts(viewer=viewer, options=options)
     for row in rows:
         row["tags"] = tags.get(tuple(row[k] for k in ENTRANT), [])
     return rows, _cells_from_groups(groups)
 
 
-def leaderboard_tag_counts(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> dict[tuple, list[dict]]:
+def leaderboard_tag_counts(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> dict[tuple, list[dict]]:
     """Per agent version and model, how many of its counted runs carry each review tag (on the run or on one of
     its steps), the most frequent first: [{"kind", "label", "runs"}]. One query."""
-    runs, counted = ranked_runs(
-        viewer=viewer,
-        current_only=current_only,
-        include_infrastructure=include_infrastructure,
-        include_self_reported=include_self_reported,
-        category=category,
-    )
+    runs, counted = ranked_runs(viewer=viewer, options=options)
     tagged = (
         ReviewTag.objects.filter(run__in=runs.filter(counted))
         .values(*(f"run__{k}" for k in ENTRANT), "kind")
@@ -293,66 +239,31 @@ def leaderboard_tag_counts(
     return counts
 
 
-def leaderboard_rows(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> list[dict]:
+def leaderboard_rows(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """One row per agent version and model over every enabled task: the paper's success rate (runs that beat
     the baseline by the threshold), mean improvement, mean normalised score, and efficiency (cost, tokens, time),
     over the runs that rankings count (``counted_runs``); ranked (``ranking_key``). Added up from the per-task
     groups of ``leaderboard_cell_groups``."""
-    options = {
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "include_self_reported": include_self_reported,
-        "category": category,
-    }
-    return leaderboard_board(viewer=viewer, **options)[0]
+    return leaderboard_board(viewer=viewer, options=options)[0]
 
 
-def leaderboard_cells(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> list[dict]:
+def leaderboard_cells(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """Success rate, mean improvement and mean normalised score per agent version, model and task (the paper's
     per-task table)."""
-    options = {
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "include_self_reported": include_self_reported,
-        "category": category,
-    }
-    return leaderboard_board(viewer=viewer, **options)[1]
+    return leaderboard_board(viewer=viewer, options=options)[1]
 
 
 def leaderboard_matrix(
     *,
     viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
+    options: RankingOptions = DEFAULT_OPTIONS,
     sort: str = "",
 ) -> dict:
     """The leaderboard page's table: its rows in the order ``sort`` asks for (``query.board_sort``; the ranking
     without it), the tasks that have runs, and for each row its cell on each task (None where it has no runs
     there); the cells as a list too, for the charts. Rows and cells come from the same groups, once per ranking
     generation (``leaderboard_board``)."""
-    options = {
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "include_self_reported": include_self_reported,
-        "category": category,
-    }
-    rows, cells = leaderboard_board(viewer=viewer, **options)
+    rows, cells = leaderboard_board(viewer=viewer, options=options)
     tasks = sorted({c["task__slug"] for c in cells})
     by_entrant: dict[tuple, dict] = {}
     for cell in cells:
@@ -365,25 +276,12 @@ def leaderboard_matrix(
     return {"rows": [line["row"] for line in matrix], "cells": cells, "tasks": tasks, "matrix": matrix}
 
 
-def leaderboard_improvements(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> list[dict]:
+def leaderboard_improvements(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """The improvement of every counted run that has one, with its entrant and task: the points behind each
     cell's mean improvement (the improvement distribution chart); once per ranking generation."""
-    options = {
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "include_self_reported": include_self_reported,
-        "category": category,
-    }
 
     def compute() -> list[dict]:
-        runs, counted = ranked_runs(viewer=viewer, **options)
+        runs, counted = ranked_runs(viewer=viewer, options=options)
         points = runs.filter(counted, improvement__isnull=False).values(*ENTRANT, "task__slug", "improvement")
         return list(points.order_by("task__slug", "pk"))
 
@@ -412,46 +310,20 @@ def improvement_boxes_possible() -> bool:
     return connection.vendor == "postgresql"
 
 
-def leaderboard_improvement_boxes(
-    *,
-    viewer: Viewer,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
-) -> list[dict]:
+def leaderboard_improvement_boxes(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """Per agent version, model and task, the quartiles and the extremes of the improvements of its scored counted
     runs, and their number: the improvement chart's boxes without the points (PostgreSQL only); once per ranking
     generation."""
-    options = {
-        "current_only": current_only,
-        "include_infrastructure": include_infrastructure,
-        "include_self_reported": include_self_reported,
-        "category": category,
-    }
     return ranking_cached(
         "improvement_boxes",
         viewer=viewer,
         options=options,
-        compute=lambda: _improvement_boxes(viewer=viewer, **options),
+        compute=lambda: _improvement_boxes(viewer=viewer, options=options),
     )
 
 
-def _improvement_boxes(
-    *,
-    viewer: Viewer,
-    current_only: bool,
-    include_infrastructure: bool,
-    include_self_reported: bool,
-    category: str,
-) -> list[dict]:
-    runs, counted = ranked_runs(
-        viewer=viewer,
-        current_only=current_only,
-        include_infrastructure=include_infrastructure,
-        include_self_reported=include_self_reported,
-        category=category,
-    )
+def _improvement_boxes(*, viewer: Viewer, options: RankingOptions) -> list[dict]:
+    runs, counted = ranked_runs(viewer=viewer, options=options)
     groups = (
         runs.filter(counted, improvement__isnull=False)
         .values(*ENTRANT, "task__slug")
@@ -467,14 +339,10 @@ def _improvement_boxes(
     return list(groups)
 
 
-def task_run_scores(
-    *, viewer: Viewer, version: TaskVersion, include_infrastructure: bool = False, include_self_reported: bool = False
-) -> dict:
+def task_run_scores(*, viewer: Viewer, version: TaskVersion, options: RankingOptions = DEFAULT_OPTIONS) -> dict:
     """The scores behind a task version's ranking: each counted run's scored steps, in order (``steps``), and
     each counted run's final score (``finals``), with their entrants."""
-    runs, counted = counted_runs(
-        viewer=viewer, include_infrastructure=include_infrastructure, include_self_reported=include_self_reported
-    )
+    runs, counted = counted_runs(viewer=viewer, options=options)
     runs = runs.filter(counted, task_version=version)
     steps = (
         Step.objects.filter(run__in=runs.values("pk"), score__isnull=False)
@@ -493,21 +361,12 @@ def leaderboard_compare(
     viewer: Viewer,
     a: dict,
     b: dict,
-    current_only: bool = True,
-    include_infrastructure: bool = False,
-    include_self_reported: bool = False,
-    category: str = "",
+    options: RankingOptions = DEFAULT_OPTIONS,
 ) -> dict:
     """Two rows side by side on the tasks both ran (each task's counts and rates, from the runs the leaderboard
     counts), the tasks only one of them ran, and A's success rate minus B's over the shared tasks with its
     interval (stats.paired_difference)."""
-    runs, counted = ranked_runs(
-        viewer=viewer,
-        current_only=current_only,
-        include_infrastructure=include_infrastructure,
-        include_self_reported=include_self_reported,
-        category=category,
-    )
+    runs, counted = ranked_runs(viewer=viewer, options=options)
     groups = (
         runs.filter(Q(**a) | Q(**b))
         .values(*ENTRANT, "task__slug")

@@ -1,3 +1,5 @@
+from dataclasses import asdict
+
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
@@ -17,7 +19,7 @@ from .charts import (
 )
 from .exports import leaderboard_csv, leaderboard_json
 from .links import entrant_key, entrant_parse, runs_href
-from .query import BoardQuery, board_query_parse
+from .query import BoardQuery, RankingOptions, board_query_parse
 from .selectors import (
     IMPROVEMENT_POINTS_MAX,
     home_page,
@@ -50,14 +52,15 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404(f"no task {slug}") from None
     version = task.current_version
     include_infrastructure = request.GET.get("infra") == "include"
-    scores = task_run_scores(viewer=request.user, version=version, include_infrastructure=include_infrastructure)
+    options = RankingOptions(include_infrastructure=include_infrastructure)
+    scores = task_run_scores(viewer=request.user, version=version, options=options)
     context = {
         "task": task,
         "version": version,
         "versions": task_versions(task=task),
         "files": prepared_env_listing(version),
         "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
-        "rows": task_agent_rows(viewer=request.user, version=version, include_infrastructure=include_infrastructure),
+        "rows": task_agent_rows(viewer=request.user, version=version, options=options),
         "include_infrastructure": include_infrastructure,
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),
@@ -79,7 +82,7 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
     (``query.board_query_parse``); an htmx request for another order (a header's link) gets the table alone."""
     query, errors = board_query_parse(request.GET)
     table_key = ranking_fragment_key(request.user)  # before the figures: the table is never older than its key
-    board = leaderboard_matrix(viewer=request.user, **query.options(), sort=query.sort)
+    board = leaderboard_matrix(viewer=request.user, options=query.options(), sort=query.sort)
     export = request.GET.get("format")
     if export == "csv":
         response = HttpResponse(leaderboard_csv(board["rows"]), content_type="text/csv; charset=utf-8")
@@ -124,9 +127,13 @@ def _leaderboard_charts(request: HttpRequest, *, board: dict, query: BoardQuery,
 
     scored = sum(cell["scored"] for cell in board["cells"])
     if scored > IMPROVEMENT_POINTS_MAX and improvement_boxes_possible():
-        improvements = improvement_boxes_figure(leaderboard_improvement_boxes(viewer=request.user, **query.options()))
+        improvements = improvement_boxes_figure(
+            leaderboard_improvement_boxes(viewer=request.user, options=query.options())
+        )
     elif scored:
-        improvements = improvement_distribution_figure(leaderboard_improvements(viewer=request.user, **query.options()))
+        improvements = improvement_distribution_figure(
+            leaderboard_improvements(viewer=request.user, options=query.options())
+        )
     else:
         improvements = None
     return {
@@ -140,10 +147,10 @@ def leaderboard_compare_view(request: HttpRequest) -> HttpResponse:
     """Two leaderboard rows, paired on the tasks both ran: chosen with ?a= and ?b= (agent@version[/model])."""
     query, _ = board_query_parse(request.GET)  # a wrong filter is left at its default, as on the leaderboard
     options = query.options()
-    rows = leaderboard_rows(viewer=request.user, **options)
+    rows = leaderboard_rows(viewer=request.user, options=options)
     keys = [entrant_key(r) for r in rows]
     chosen = {side: request.GET.get(side, "") for side in ("a", "b")}
-    context = {"keys": keys, "chosen": chosen, "error": None, "comparison": None, **options}
+    context = {"keys": keys, "chosen": chosen, "error": None, "comparison": None, **asdict(options)}
     if chosen["a"] and chosen["b"]:
         unknown = [key for key in chosen.values() if key not in keys]
         if unknown:
@@ -152,5 +159,5 @@ def leaderboard_compare_view(request: HttpRequest) -> HttpResponse:
             context["error"] = "Choose two different rows."
         else:
             a, b = (entrant_parse(chosen[side]) for side in ("a", "b"))
-            context["comparison"] = leaderboard_compare(viewer=request.user, a=a, b=b, **options)
+            context["comparison"] = leaderboard_compare(viewer=request.user, a=a, b=b, options=options)
     return render(request, "leaderboard/compare.html", context, status=400 if context["error"] else 200)

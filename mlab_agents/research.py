@@ -260,12 +260,21 @@ class ResearchAgent:
 
     def next_entries(self, prompt: str) -> dict[str, str] | None:
         """Ask until an answer has the format: max_retries attempts, a notice appended after each failure."""
+        discarded: list[str] = []
         for _ in range(self.config["max_retries"]):
             text = self.complete(prompt, purpose="agent")
             try:
                 return parse_response(text, self.env.start.action_names)
             except Malformed as exc:
-                print(f"Step {len(self.history)}: the answer was discarded ({exc}):\n{text}", file=sys.stderr)
+                if text in discarded:
+                    print(
+                        f"Step {len(self.history)}: the same answer as attempt {discarded.index(text) + 1}: the "
+                        "endpoint seems to ignore temperature (greedy decoding).",
+                        file=sys.stderr,
+                    )
+                else:
+                    print(f"Step {len(self.history)}: the answer was discarded ({exc}):\n{text}", file=sys.stderr)
+                discarded.append(text)
                 prompt += format_notice()
         return None
 

@@ -9,7 +9,8 @@ from task_bank.models import Task, TaskVersion
 from .execution.validation import task_version_validate_queue
 from .llm import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
-from .services import run_again, run_cancel, run_steps_score_queue
+from .services import RunRequestError, run_again, run_cancel, run_steps_score_queue
+from .submissions import submission_approve
 
 admin.site.site_header = "mlab-bench administration"
 admin.site.site_title = "mlab-bench admin"
@@ -32,10 +33,10 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["kind", "visibility"]
     list_select_related = ["owner"]
     search_fields = ["name"]
-    readonly_fields = ["package_digest", "package_path"]
+    readonly_fields = ["package_digest", "package_path", "smoke_tested_at"]
     fields = [
-        "name", "version", "kind", "entrypoint", "package_digest", "package_path", "description", "default_model",
-        "uses_llm", "config", "owner", "visibility",
+        "name", "version", "kind", "entrypoint", "package_digest", "package_path", "smoke_tested_at", "description",
+        "default_model", "uses_llm", "config", "owner", "visibility",
     ]  # fmt: skip
 
     def get_fieldsets(self, request, obj=None):
@@ -53,8 +54,24 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(Batch)
 class BatchAdmin(RecordAdmin):
-    list_display = ["pk", "agent", "model", "repeats", "created_by", "created_at"]
-    list_select_related = ["agent", "created_by"]
+    """Batches, submissions among them (those someone asked for). Staff approve here too; rejecting needs a reason,
+    given on the submissions page."""
+
+    list_display = ["pk", "agent", "model", "repeats", "created_by", "approval", "decided_by", "created_at"]
+    list_filter = ["approval"]
+    list_select_related = ["agent", "created_by", "decided_by"]
+    readonly_fields = ["tasks"]
+    actions = ["approve"]
+
+    @admin.action(description="Approve selected submissions (queue their runs)")
+    def approve(self, request, queryset) -> None:
+        for batch in queryset.filter(approval=Batch.Approval.PENDING).select_related("agent"):
+            try:
+                runs = submission_approve(batch=batch, by=request.user)
+            except RunRequestError as exc:
+                self.message_user(request, f"Submission {batch.pk} was not approved: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"Submission {batch.pk}: {len(runs)} run(s) queued.", messages.SUCCESS)
 
 
 class StepInline(admin.TabularInline):
@@ -113,7 +130,7 @@ class LLMCallAdmin(RecordAdmin):
 class ModelEndpointAdmin(admin.ModelAdmin):
     list_display = [
         "name", "model_id", "base_url", "api_key_env", "price_input_per_mtok", "price_output_per_mtok",
-        "max_concurrency", "is_enabled", "last_check_ok", "last_check_at",
+        "timeout_s", "output_tokens_per_s", "max_concurrency", "is_enabled", "last_check_ok", "last_check_at",
     ]  # fmt: skip
     readonly_fields = ["last_check_at", "last_check_ok", "last_check_message", "created_at"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}  # Django 6's default, said explicitly

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from task_bank.archive import extracted
 from task_bank.package import TaskPackageError, iter_files, package_digest
@@ -183,6 +184,7 @@ def agent_import(
                 config=data.get("config", {}),
                 owner=owner,
                 visibility=visibility,
+                smoke_tested_at=timezone.now() if smoke_test else None,
             )
     except IntegrityError:  # the same name and version, written meanwhile by another import
         existing = Agent.objects.get(name=data["name"], version=version)

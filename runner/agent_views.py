@@ -1,5 +1,5 @@
-"""The agents' pages: the list, an agent's page (its versions, runs and ranked counts) and the upload form.
-(Apart from views.py, which holds the runs' pages and is long enough.)"""
+"""What submitters bring: the agents' pages (the list, an agent's page with its versions, runs and ranked counts),
+the agent upload form and the log upload form. (Apart from views.py, which holds the runs' pages.)"""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -7,11 +7,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from bench.roles import is_staff
+from task_bank.models import Task
+
 from .agent_packages import AgentPackageError, agent_upload
-from .api import AgentUploadThrottle
-from .forms import AgentUploadForm
+from .api import AgentUploadThrottle, TraceUploadThrottle
+from .forms import AgentUploadForm, TraceUploadForm
+from .imports import TraceImportError, trace_upload
 from .models import Agent
-from .selectors import agent_ranked_counts, agent_versions, agents_list, runs_list
+from .selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
+from .submission_views import run_request_form
 
 AGENT_PAGE_RUNS = 20
 
@@ -34,8 +39,18 @@ def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
         "runs_more": len(runs) > AGENT_PAGE_RUNS,
         "ranked": agent_ranked_counts(viewer=request.user, name=name),
         "is_owner": request.user.is_authenticated and versions[0].owner_id == request.user.pk,
+        **agent_requests(request=request, name=name, latest=versions[0]),
     }
     return render(request, "runner/agent_detail.html", context)
+
+
+def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
+    """For the agent's owner and staff: the "Request runs" form and the agent's submissions (None: not shown)."""
+    if not (is_staff(request.user) or (request.user.is_authenticated and latest.owner_id == request.user.pk)):
+        return {"request_form": None, "submissions": None}
+    form = None if latest.kind == Agent.Kind.EXTERNAL else run_request_form(request=request, agent_name=name)
+    submissions = submissions_list(viewer=request.user).filter(agent__name=name)[:AGENT_PAGE_RUNS]
+    return {"request_form": form, "submissions": list(submissions)}
 
 
 @login_required
@@ -69,3 +84,36 @@ def agent_upload_view(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         status = 400
     return render(request, "runner/agent_upload.html", {"form": form}, status=status)
+
+
+@login_required
+def trace_upload_view(request: HttpRequest) -> HttpResponse:
+    """Upload an MLAgentBench log: imported as ``import_trace`` does (scored in the sandbox, within the request) as
+    a self-reported run under an agent of one's own; refused with the reason (nothing kept), or the run's page."""
+    tasks = list(Task.objects.filter(is_enabled=True).order_by("slug").values_list("slug", "title"))
+    form = TraceUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        throttle = TraceUploadThrottle()
+        if not throttle.allow_request(request, None):
+            form.add_error(None, f"too many uploads: try again in {throttle.wait():.0f} s")
+            status = 429
+        else:
+            data = form.cleaned_data
+            try:
+                run = trace_upload(
+                    upload=data["log"],
+                    owner=request.user,
+                    task_slug=data["task"] or None,
+                    agent_name=data["agent"] or None,
+                    model=data["model"] or None,
+                )
+            except TraceImportError as exc:
+                form.add_error("log", str(exc))
+                status = 400
+            else:
+                messages.success(request, f"run {run.pk} imported: self-reported, {run.steps_count} steps")
+                return redirect(reverse("runner:run_detail", args=[run.pk]))
+    elif request.method == "POST":
+        status = 400
+    return render(request, "runner/trace_upload.html", {"form": form}, status=status)

@@ -1,12 +1,8 @@
-import os
-import tempfile
 from decimal import Decimal
-from pathlib import Path
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
-from rest_framework.decorators import action, api_view, parser_classes, permission_classes
+from rest_framework.decorators import action, api_view, parser_classes, permission_classes, throttle_classes
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -17,7 +13,7 @@ from bench.schema import errors
 from task_bank.models import Task
 
 from .agent_packages import AgentPackageError, agent_upload
-from .imports import TraceImportError, trace_import
+from .imports import TraceImportError, trace_upload
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import (
@@ -101,6 +97,13 @@ class RunRequestSerializer(serializers.Serializer):
         return [tasks[s] for s in slugs]
 
 
+class RunRequestThrottle(UserRateThrottle):
+    """Requests for runs per user (staff starting runs, submissions), site and API together: the ``run_requests``
+    rate in settings (BENCH_RUN_REQUEST_RATE)."""
+
+    scope = "run_requests"
+
+
 class IsStaffOrReadOnly(permissions.BasePermission):
     reads_are_open = True  # the schema says so (bench.schema)
 
@@ -114,6 +117,7 @@ class IsStaffOrReadOnly(permissions.BasePermission):
             OpenApiParameter("status", str, enum=Run.Status.values, description="only runs in this status"),
             OpenApiParameter("task", str, description="only runs of the task with this slug"),
             OpenApiParameter("agent", str, description="only runs of the agent with this name"),
+            OpenApiParameter("batch", int, description="only runs of this batch (a submission's id)"),
         ],
         responses={200: RunSerializer(many=True), **errors()},
     ),
@@ -122,11 +126,21 @@ class IsStaffOrReadOnly(permissions.BasePermission):
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     """Runs, newest first; filter with ?status=, ?task=, ?agent=; page with ?limit= and ?offset=, or (as fast at any
     depth) ?before=ID, the runs after run ID, which each page's ``next`` link follows. Staff can start and cancel
-    runs. A private agent's runs are listed and found only for its owner and staff (to anyone else, a 404)."""
+    runs (people do it on the site's New runs page, /runs/new/). A private agent's runs are listed and found only
+    for its owner and staff (to anyone else, a 404)."""
 
     serializer_class = RunSerializer
     permission_classes = [IsStaffOrReadOnly]
     pagination_class = BeforeOrOffsetPagination
+
+    def get_throttles(self):
+        return [RunRequestThrottle()] if self.action == "create" else []
+
+    def get_serializer_class(self):
+        """What a POST to the list takes: the browsable API's form shows the request's fields, not a run's."""
+        if self.action in ("list", "create") and self.request is not None and self.request.method == "POST":
+            return RunRequestSerializer
+        return RunSerializer
 
     def keyset_page(self, queryset, *, before: int, size: int) -> tuple[list[Run], int | None]:
         """?before=ID: the runs listed after run ID (older), read from the list's index at any depth."""
@@ -148,9 +162,18 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         status_ = params.get("status")
         if self.action == "list" and "status" in params and status_ not in Run.Status.values:
             raise serializers.ValidationError({"status": [f"expected one of {', '.join(Run.Status.values)}"]})
-        return runs_list(viewer=self.request.user, status=status_, task=params.get("task"), agent=params.get("agent"))
+        batch = params.get("batch")
+        if self.action == "list" and batch is not None and not (batch.isdigit() and len(batch) < 19):
+            raise serializers.ValidationError({"batch": ["expected a batch's id (a whole number)"]})
+        return runs_list(
+            viewer=self.request.user,
+            status=status_,
+            task=params.get("task"),
+            agent=params.get("agent"),
+            batch=int(batch) if batch is not None and self.action == "list" else None,
+        )
 
-    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 503)})
+    @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 429, 503)})
     def create(self, request):
         """Queue runs of an agent on tasks (one per task x repeat), as `bench_run` does."""
         request_data = RunRequestSerializer(data=request.data)
@@ -195,6 +218,13 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return self.get_paginated_response(StepSerializer(page, many=True).data)
 
 
+class TraceUploadThrottle(UserRateThrottle):
+    """Log uploads per user (each prepares the task and scores the log in the sandbox): the ``trace_uploads``
+    rate in settings."""
+
+    scope = "trace_uploads"
+
+
 class TraceUploadSerializer(serializers.Serializer):
     log = serializers.FileField(
         help_text="An MLAgentBench log as a zip: env_log/trace.json, env_log/traces/step_N_files/, "
@@ -215,10 +245,11 @@ class TraceUploadSerializer(serializers.Serializer):
 
 @extend_schema(
     request={"multipart/form-data": TraceUploadSerializer},
-    responses={201: RunSerializer, **errors(403)},
+    responses={201: RunSerializer, **errors(403, 429)},
 )
 @api_view(["POST"])
 @permission_classes([permissions.IsAuthenticated])
+@throttle_classes([TraceUploadThrottle])
 @parser_classes([MultiPartParser])
 def trace_import_api(request):
     """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
@@ -227,28 +258,16 @@ def trace_import_api(request):
     upload = TraceUploadSerializer(data=request.data)
     upload.is_valid(raise_exception=True)
     data = upload.validated_data
-    log = data["log"]
-    if log.size > settings.BENCH_TASK_MAX_BYTES:
-        raise serializers.ValidationError(
-            {"log": [f"the upload is {log.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} are allowed"]}
-        )
-    fd, name = tempfile.mkstemp(prefix="trace-upload-", suffix=".zip")
     try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in log.chunks():
-                out.write(chunk)
-        run = trace_import(
-            source=Path(name),
+        run = trace_upload(
+            upload=data["log"],
+            owner=request.user,
             task_slug=data.get("task"),
             agent_name=data.get("agent"),
             model=data.get("model"),
-            owner=request.user,
-            only_own_agents=not request.user.is_staff,
         )
     except TraceImportError as exc:
         raise serializers.ValidationError({"log": [str(exc)]}) from None
-    finally:
-        Path(name).unlink(missing_ok=True)
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from task_bank.archive import extracted
@@ -423,6 +426,38 @@ def trace_import(
         final=last,
         result=result,
     )
+
+
+def trace_upload(
+    *,
+    upload: UploadedFile,
+    owner: AbstractBaseUser,
+    task_slug: str | None = None,
+    agent_name: str | None = None,
+    model: str | None = None,
+) -> Run:
+    """An uploaded log's zip (the API's and the site's upload) imported as ``trace_import`` imports a path:
+    at most ``BENCH_TASK_MAX_BYTES``, under an agent of ``owner``'s unless they are staff. ``TraceImportError`` on a
+    bad upload, and nothing written (the upload's copy is removed whatever happens)."""
+    if upload.size > settings.BENCH_TASK_MAX_BYTES:
+        raise TraceImportError(
+            f"the upload is {upload.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} bytes are allowed"
+        )
+    fd, name = tempfile.mkstemp(prefix="trace-upload-", suffix=".zip")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        return trace_import(
+            source=Path(name),
+            task_slug=task_slug,
+            agent_name=agent_name,
+            model=model,
+            owner=owner,
+            only_own_agents=not owner.is_staff,
+        )
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def _final_answer(step: LoggedStep | None) -> str:

@@ -124,9 +124,33 @@ def budget_check(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_to
             )
 
 
-def _lease_acquire(endpoint: ModelEndpoint, run: Run | None, tick: Callable[[], None] | None) -> LLMLease:
+def call_timeout(endpoint: ModelEndpoint, max_tokens: int) -> float:
+    """How long one call may take: the endpoint's timeout_s, plus the answer's token budget at the slowest
+    generation speed to expect when the endpoint states one (a slow server gets the time a long answer needs)."""
+    rate = endpoint.output_tokens_per_s
+    return endpoint.timeout_s + (max_tokens / rate if rate and rate > 0 else 0.0)
+
+
+def timeout_reason(endpoint: ModelEndpoint, max_tokens: int) -> str:
+    """Why a call was cut where it was, in words: the timeout and what it was sized from."""
+    seconds = call_timeout(endpoint, max_tokens)
+    if not endpoint.output_tokens_per_s or endpoint.output_tokens_per_s <= 0:
+        return (
+            f"no answer within the endpoint's timeout of {seconds:g} s for up to {max_tokens} tokens (timeout_s; "
+            "set output_tokens_per_s to size it to the answer's token budget, or ask for fewer tokens)"
+        )
+    return (
+        f"no answer within {seconds:g} s: the endpoint's timeout_s of {endpoint.timeout_s:g} s plus {max_tokens} "
+        f"tokens at {endpoint.output_tokens_per_s:g} tokens/s (output_tokens_per_s); the endpoint is slower than "
+        "that, or busy"
+    )
+
+
+def _lease_acquire(
+    endpoint: ModelEndpoint, run: Run | None, tick: Callable[[], None] | None, timeout_s: float
+) -> LLMLease:
     """Wait for a free slot of the endpoint's max_concurrency, shared by all workers through the database."""
-    hold = timedelta(seconds=endpoint.timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
+    hold = timedelta(seconds=timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
     while True:
         with transaction.atomic():
             locked = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
@@ -160,7 +184,9 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: Exception, endpoint: ModelEndpoint, max_tokens: int) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return timeout_reason(endpoint, max_tokens)
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {str(exc.message)[:500]}"
     if isinstance(exc, json.JSONDecodeError):
@@ -183,6 +209,40 @@ def _call(client: openai.OpenAI, endpoint: ModelEndpoint, messages: list[dict], 
     return response, text
 
 
+def stop_cut(text: str, stop: str | list[str] | None) -> tuple[str, str]:
+    """The answer up to its first stop sequence, and the sequence cut ("" when none was there). OpenAI's API
+    leaves the stop sequence out; some servers (transformers serve) stop at it but keep it in the answer, others
+    ignore it."""
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    found = [(text.find(s), s) for s in stops if s and s in text]
+    if not found:
+        return text, ""
+    index, sequence = min(found)
+    return text[:index], sequence
+
+
+def repeat_note(run: Run, step_index: int, messages: list[dict], options: dict, text: str) -> str:
+    """A note when a sampled call got exactly the answer an earlier call of the same step got: the endpoint
+    seems to ignore temperature (greedy decoding), so asking again will not change the answer."""
+    temperature = options.get("temperature")
+    if not temperature or not text.strip():
+        return ""
+    earlier = (
+        LLMCall.objects.filter(run=run, step_index=step_index, completion=db_text(text))
+        .exclude(endpoint="")
+        .order_by("-pk")
+        .values_list("pk", "messages")
+        .first()
+    )
+    if earlier is None:
+        return ""
+    same = "the same request" if earlier[1] == db_json(messages) else "an earlier request of this step"
+    return (
+        f"the same answer as {same} got (call {earlier[0]}) at temperature {temperature:g}: the endpoint seems to "
+        "ignore temperature (greedy decoding), so asking again is unlikely to change the answer"
+    )
+
+
 def complete(
     *,
     run: Run | None,
@@ -201,13 +261,13 @@ def complete(
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     if run is not None:
         budget_check(run, endpoint, messages, int(options["max_tokens"]))
-    client = openai.OpenAI(
-        base_url=endpoint.base_url, api_key=api_key_for(endpoint), timeout=endpoint.timeout_s, max_retries=0
-    )
+    max_tokens = int(options["max_tokens"])
+    timeout = call_timeout(endpoint, max_tokens)
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=api_key_for(endpoint), timeout=timeout, max_retries=0)
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
     call = _Call(run=run, endpoint=endpoint, messages=messages, step_index=step_index, purpose=purpose)
     errors: list[str] = []
-    lease = _lease_acquire(endpoint, run, tick)
+    lease = _lease_acquire(endpoint, run, tick, timeout)
     try:
         for attempt in range(attempts):
             try:
@@ -215,7 +275,7 @@ def complete(
             except Exception as exc:  # noqa: BLE001 - classified right below, never swallowed
                 if not isinstance(exc, openai.OpenAIError | GarbageResponse | json.JSONDecodeError):
                     raise
-                errors.append(_describe(exc))
+                errors.append(_describe(exc, endpoint, max_tokens))
                 if not _transient(exc):
                     refused = isinstance(exc, openai.BadRequestError | openai.NotFoundError)
                     error_class = LLMRequestError if refused else LLMInfrastructureError
@@ -231,6 +291,12 @@ def complete(
             notes = [f"retried after: {'; '.join(errors)}"] if errors else []
             if not usage:
                 notes.append("the endpoint reported no usage; tokens estimated from characters")
+            text, cut = stop_cut(text, options.get("stop"))
+            if cut:
+                notes.append(f"the endpoint left the stop sequence {cut!r} in its answer; the answer ends before it")
+            if run is not None:
+                notes.append(repeat_note(run, step_index, messages, options, text))
+            notes = [note for note in notes if note]
             recorded = call.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
             return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
     finally:
@@ -386,10 +452,9 @@ def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
     """Create or update endpoints from configuration (BENCH_MODEL_ENDPOINTS)."""
     allowed = {
         "base_url", "api_key_env", "model_id", "price_input_per_mtok", "price_output_per_mtok", "timeout_s",
-        "max_concurrency", "is_enabled",
+        "output_tokens_per_s", "max_concurrency", "is_enabled",
     }  # fmt: skip
-    endpoints = []
-    for spec in specs:
+    for spec in specs:  # all checked before any is written
         if not isinstance(spec, dict) or "name" not in spec or "base_url" not in spec:
             raise ValueError(f"a model endpoint needs at least name and base_url: {spec!r}")
         unknown = set(spec) - allowed - {"name"}
@@ -397,8 +462,17 @@ def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
             raise ValueError(
                 f"unknown keys {sorted(unknown)} in model endpoint {spec['name']}; allowed: {sorted(allowed)}"
             )
-        defaults = {k: v for k, v in spec.items() if k in allowed}
-        defaults.setdefault("model_id", spec["name"])
-        endpoint, _ = ModelEndpoint.objects.update_or_create(name=spec["name"], defaults=defaults)
-        endpoints.append(endpoint)
+        for key in ("timeout_s", "output_tokens_per_s"):
+            value = spec.get(key)
+            if value is None and key == "output_tokens_per_s":
+                continue
+            if key in spec and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"{key} of model endpoint {spec['name']} must be a number above 0, not {value!r}")
+    endpoints = []
+    with transaction.atomic():
+        for spec in specs:
+            defaults = {k: v for k, v in spec.items() if k in allowed}
+            defaults.setdefault("model_id", spec["name"])
+            endpoint, _ = ModelEndpoint.objects.update_or_create(name=spec["name"], defaults=defaults)
+            endpoints.append(endpoint)
     return endpoints

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -40,6 +41,9 @@ class Agent(models.Model):
     config = models.JSONField(default=dict, blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.PUBLIC)
+    smoke_tested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the package answered its smoke test (an upload); empty: never tried."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -95,14 +99,45 @@ class RunLimits:
 
 
 class Batch(models.Model):
-    """Runs launched together: one agent x tasks x repeats."""
+    """Runs launched together: one agent x tasks x repeats, as asked for (the tasks, models and limits are kept).
+
+    A batch someone asked for is a **submission** (``created_by`` set): staff's is approved at once, a submitter's
+    waits for staff to approve it (or ``BENCH_AUTO_APPROVE_SUBMISSIONS``); its runs are written when it is
+    approved, and a rejected one never gets any. Where it is after that (running, done) is read from its runs."""
+
+    class Approval(models.TextChoices):
+        PENDING = "pending", "Waiting for approval"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
 
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="batches")
+    tasks = models.ManyToManyField(Task, blank=True, related_name="+", help_text="The tasks asked for.")
     model = models.CharField(max_length=200, blank=True)
+    fast_model = models.CharField(max_length=200, blank=True)
+    edit_model = models.CharField(max_length=200, blank=True)
     repeats = models.PositiveIntegerField(default=1)
+    max_steps = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: each task's own.")
+    max_time_s = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: each task's own.")
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True, help_text="Empty: no budget.")
+    max_cost = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Empty: no budget."
+    )
     note = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, help_text="Who asked for it."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.APPROVED, db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="batches_decided",
+        help_text="Who approved or rejected it; empty when approved by BENCH_AUTO_APPROVE_SUBMISSIONS.",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    rejection_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -110,6 +145,52 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.agent})"
+
+    @property
+    def limits(self) -> RunLimits:
+        """The limits asked for (None: the task's own, or no budget)."""
+        return RunLimits(
+            max_steps=self.max_steps, max_time_s=self.max_time_s, max_tokens=self.max_tokens, max_cost=self.max_cost
+        )
+
+    class State(models.TextChoices):
+        """Where a submission is: its agent uploaded (not smoke-tested) or smoke-tested and waiting for approval,
+        rejected, approved (its runs all queued), running (some started, not all ended), done (all ended)."""
+
+        UPLOADED = "uploaded", "Uploaded, waiting for approval"
+        SMOKE_TESTED = "smoke_tested", "Smoke-tested, waiting for approval"
+        REJECTED = "rejected", "Rejected"
+        APPROVED = "approved", "Approved, queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+
+    def state_of(self, *, runs: int, queued: int, ended: int) -> str:
+        """The state, from its runs' counts (``selectors.submissions_list`` annotates them)."""
+        if self.approval == self.Approval.REJECTED:
+            return self.State.REJECTED
+        if self.approval == self.Approval.PENDING:
+            tested = self.agent.is_trusted or self.agent.smoke_tested_at is not None
+            return self.State.SMOKE_TESTED if tested else self.State.UPLOADED
+        if runs and ended == runs:
+            return self.State.DONE
+        if queued == runs:
+            return self.State.APPROVED
+        return self.State.RUNNING
+
+    @property
+    def state(self) -> str:
+        """``state_of`` with the counts ``selectors.submissions_list`` annotates (counted here when absent)."""
+        if not hasattr(self, "runs_total"):
+            counts = self.runs.aggregate(
+                total=models.Count("pk"),
+                queued=models.Count("pk", filter=models.Q(status=Run.Status.QUEUED)),
+                ended=models.Count("pk", filter=models.Q(status__in=Run.TERMINAL)),
+            )
+            self.runs_total, self.runs_queued, self.runs_ended = counts["total"], counts["queued"], counts["ended"]
+        return self.state_of(runs=self.runs_total, queued=self.runs_queued, ended=self.runs_ended)
+
+    def get_state_display(self) -> str:
+        return self.State(self.state).label
 
 
 class Run(models.Model):
@@ -429,7 +510,18 @@ class ModelEndpoint(models.Model):
     model_id = models.CharField(max_length=200, help_text="The model id sent to the endpoint.")
     price_input_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    timeout_s = models.FloatField(default=120)
+    timeout_s = models.FloatField(
+        default=120,
+        help_text="Seconds a call may take (plus the answer's token budget at output_tokens_per_s, when set).",
+    )
+    output_tokens_per_s = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="The slowest generation speed to expect, in tokens per second: a call then waits timeout_s plus "
+        "its max_tokens at this speed (a slow local server needs minutes for a 2,000-token answer). Blank: "
+        "timeout_s for every call.",
+    )
     max_concurrency = models.PositiveIntegerField(default=4)
     is_enabled = models.BooleanField(default=True)
     last_check_at = models.DateTimeField(null=True, blank=True)

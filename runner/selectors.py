@@ -21,7 +21,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
 
 from .actions import ACTIONS
-from .models import Agent, LLMCall, ReviewTag, Run, Step
+from .models import Agent, Batch, LLMCall, ReviewTag, Run, Step
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
@@ -142,12 +142,14 @@ def runs_list(
     category: str | None = None,
     origin: str | None = None,
     tag: str | None = None,
+    batch: int | None = None,
 ) -> QuerySet[Run]:
     """The runs ``viewer`` may see, newest first (``Run.LIST_ORDER``), filtered by status, task slug, agent name,
     agent ``version``, ``model`` ("" for runs without one; None for any), ``ranking`` (a key of RANKINGS: the runs
     a leaderboard count stands for), ``current`` (only runs of their task's current version), the task's
-    ``category``, the run's ``origin`` (a key of ORIGINS) and a review ``tag`` kind the run or one of its steps
-    has. A page of it gets its queued runs' places from ``queue_positions_fill`` (``runs_page`` does it)."""
+    ``category``, the run's ``origin`` (a key of ORIGINS), a review ``tag`` kind the run or one of its steps
+    has, and the ``batch`` (a submission) it was queued in. A page of it gets its queued runs' places from
+    ``queue_positions_fill`` (``runs_page`` does it)."""
     qs = runs_visible_to(viewer).select_related("task", "agent", "task_version").order_by(*Run.LIST_ORDER)
     if status:
         qs = qs.filter(status=status)
@@ -169,6 +171,8 @@ def runs_list(
         qs = qs.filter(ORIGINS[origin])
     if tag:
         qs = qs.filter(Exists(ReviewTag.objects.filter(run=OuterRef("pk"), kind=tag)))
+    if batch is not None:
+        qs = qs.filter(batch_id=batch)
     return qs
 
 
@@ -461,3 +465,26 @@ def run_trace_json(*, run: Run) -> dict:
         },
         "task_description": run.task_version.research_problem,
     }
+
+
+def submissions_list(*, viewer: Viewer, approval: str | None = None) -> QuerySet[Batch]:
+    """The submissions (batches someone asked for) ``viewer`` may see, newest first: staff (and an operator's
+    command) all, a submitter those they asked for and those of their agents, a visitor none. Each carries the
+    counts its ``state`` is read from (runs, queued, ended), counted by the database."""
+    submissions = Batch.objects.filter(created_by__isnull=False)
+    if viewer is not None and not viewer.is_staff:
+        if not viewer.is_authenticated:
+            return submissions.none()
+        submissions = submissions.filter(Q(created_by=viewer) | Q(agent__owner=viewer))
+    if approval is not None:
+        submissions = submissions.filter(approval=approval)
+    return (
+        submissions.select_related("agent", "created_by", "decided_by")
+        .prefetch_related("tasks")
+        .annotate(
+            runs_total=Count("runs"),
+            runs_queued=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
+            runs_ended=Count("runs", filter=Q(runs__status__in=Run.TERMINAL)),
+        )
+        .order_by("-created_at", "-pk")
+    )

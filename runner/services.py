@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from task_bank.models import Task, TaskVersion
@@ -19,14 +20,16 @@ class RunRequestError(Exception):
     """A run cannot be created as asked; the message says why and what would work."""
 
 
-def agent_resolve(spec: str) -> Agent:
-    """An agent by "name" (its newest version) or "name@version"; the error lists the valid ones."""
+def agent_resolve(spec: str, *, among: QuerySet[Agent] | None = None) -> Agent:
+    """An agent by "name" (its newest version) or "name@version", of ``among`` (default: all agents); the error
+    lists the valid ones (of ``among`` only: a submitter is never told the names of others' private agents)."""
+    among = Agent.objects.all() if among is None else among
     name, _, version = spec.partition("@")
-    agents = Agent.objects.filter(name=name, **({"version": version} if version else {}))
+    agents = among.filter(name=name, **({"version": version} if version else {}))
     agent = agents.order_by("-created_at").first()
     if agent is None:
-        valid = sorted({f"{a.name}@{a.version}" for a in Agent.objects.all()})
-        raise RunRequestError(f"unknown agent {spec!r}; valid agents: {', '.join(valid)}")
+        valid = sorted({f"{a.name}@{a.version}" for a in among.only("name", "version")})
+        raise RunRequestError(f"unknown agent {spec!r}; valid agents: {', '.join(valid) or 'none'}")
     return agent
 
 
@@ -117,22 +120,18 @@ def run_fields(*, task: Task, version: TaskVersion, agent: Agent, model: str, pu
     }
 
 
-@transaction.atomic
-def batch_create(
+def batch_request_check(
     *,
     agent: Agent,
     tasks: list[Task],
-    repeats: int = 1,
+    repeats: int,
     model: str = "",
     fast_model: str = "",
     edit_model: str = "",
     limits: RunLimits = NO_LIMITS,
-    enqueue: bool = True,
-    note: str = "",
-    created_by: AbstractBaseUser | None = None,
-) -> tuple[Batch, list[Run]]:
-    """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
-    written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them."""
+) -> tuple[list[Task], list[TaskVersion], str]:
+    """Check a request for ``repeats`` runs of ``agent`` on each task; the tasks (a task named twice counts once, in
+    its first place), the versions their runs would use, and the model. RunRequestError names what is wrong."""
     tasks = list(dict.fromkeys(tasks))
     if repeats < 1:
         raise RunRequestError("repeats must be at least 1")
@@ -146,7 +145,43 @@ def batch_create(
         )
     versions = [runnable_version(task=task, version=None, purpose=Run.Purpose.BENCHMARK) for task in tasks]
     model = run_settings_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model, limits=limits)
-    batch = Batch.objects.create(agent=agent, model=model, repeats=repeats, note=note, created_by=created_by)
+    return tasks, versions, model
+
+
+@transaction.atomic
+def batch_create(
+    *,
+    agent: Agent,
+    tasks: list[Task],
+    repeats: int = 1,
+    model: str = "",
+    fast_model: str = "",
+    edit_model: str = "",
+    limits: RunLimits = NO_LIMITS,
+    enqueue: bool = True,
+    note: str = "",
+    created_by: AbstractBaseUser | None = None,
+    batch: Batch | None = None,
+) -> tuple[Batch, list[Run]]:
+    """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
+    written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them.
+    The batch records what was asked; an approved submission passes its own ``batch`` to get its runs."""
+    tasks, versions, model = batch_request_check(
+        agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
+        limits=limits,
+    )  # fmt: skip
+    if batch is None:
+        batch = Batch.objects.create(
+            agent=agent,
+            model=model,
+            fast_model=fast_model,
+            edit_model=edit_model,
+            repeats=repeats,
+            note=note,
+            created_by=created_by,
+            **limits.as_fields(),
+        )
+        batch.tasks.set(tasks)
     fields = [
         run_fields(task=task, version=version, agent=agent, model=model, purpose=Run.Purpose.BENCHMARK, limits=limits)
         for task, version in zip(tasks, versions, strict=True)

@@ -91,7 +91,7 @@ RUNS_PAGE_SIZE = 50
 
 
 def _run_id(request: HttpRequest, key: str) -> int | None:
-    """?before=N or ?after=N: a run id; anything else is none."""
+    """?before=N, ?after=N or ?batch=N: an id; anything else is none."""
     value = request.GET.get(key, "")
     return int(value) if value.isdigit() and len(value) < 19 else None
 
@@ -106,6 +106,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
     filters["model"] = request.GET.get("model")
     filters["current"] = request.GET.get("current") == "1"
+    filters["batch"] = _run_id(request, "batch")  # a submission's runs (its id, as a run's)
     unknown_status = None
     if filters["status"] and filters["status"] not in Run.Status.values:
         unknown_status, filters["status"] = filters["status"], None

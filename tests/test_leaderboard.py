@@ -4,6 +4,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.urls import reverse
 
 from leaderboard.charts import cost_vs_success_figure, success_by_task_figure
+from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_cells, leaderboard_rows
 from runner.models import Run
 
@@ -84,7 +85,9 @@ def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_as
     make_runs(old, both, [(True, 0.9)])
 
     assert [(r["agent__name"], r["runs"]) for r in leaderboard_rows(viewer=ANYONE)] == [("both", 1)]
-    everything = {r["agent__name"]: r["runs"] for r in leaderboard_rows(viewer=ANYONE, current_only=False)}
+    everything = {
+        r["agent__name"]: r["runs"] for r in leaderboard_rows(viewer=ANYONE, options=RankingOptions(current_only=False))
+    }
     assert everything == {"old-only": 2, "both": 2}
 
     page = client.get(reverse("leaderboard:leaderboard")).content.decode()

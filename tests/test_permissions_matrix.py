@@ -15,7 +15,8 @@ from django.urls import reverse
 
 from accounts.models import ApiToken
 from accounts.services import token_create
-from runner.models import ReviewTag, Run, Step
+from runner.models import Batch, ReviewTag, Run, Step
+from runner.submissions import submission_create
 from task_bank.models import Task, TaskVersion
 
 from .factories import RunFactory, package_write
@@ -32,6 +33,7 @@ def state() -> dict:
         "tasks": sorted(Task.objects.values_list("pk", "slug", "is_enabled", "current_version_id")),
         "versions": sorted(TaskVersion.objects.values_list("pk", "status")),
         "tags": sorted(ReviewTag.objects.values_list("pk", "run_id", "step_id", "kind", "comment")),
+        "submissions": sorted(Batch.objects.values_list("pk", "approval", "decided_by_id", "rejection_reason")),
     }
 
 
@@ -149,6 +151,20 @@ def assert_untagged(objects, before, after, jobs, response):
     assert not ReviewTag.objects.filter(pk=objects["tag"].pk).exists()
 
 
+def assert_submission_approved(objects, before, after, jobs, response):
+    runs = new_runs(before, after)
+    assert [(r.batch_id, r.agent.name, r.status, r.origin) for r in runs] == [
+        (objects["pending"].pk, "hidden-hand", "queued", "executed")
+    ]
+    assert Batch.objects.get(pk=objects["pending"].pk).approval == "approved" and len(jobs) == 1
+
+
+def assert_submission_rejected(objects, before, after, jobs, response):
+    batch = Batch.objects.get(pk=objects["pending"].pk)
+    assert (batch.approval, batch.rejection_reason) == ("rejected", "not now")
+    assert new_runs(before, after) == [] and jobs == []
+
+
 def admin_action(changelist: str, action: str, key: str) -> Callable:
     def send(client, objects):
         return client.post(reverse(changelist), {"action": action, "_selected_action": [objects[key].pk]})
@@ -198,6 +214,26 @@ CASES = {
         assert_api_created,
     ),
     "api: cancel": Case(lambda c, o: c.post(f"/api/v1/runs/{o['queued'].pk}/cancel/"), api_refused, assert_cancelled),
+    "api: approve a submission": Case(
+        lambda c, o: c.post(f"/api/v1/submissions/{o['pending'].pk}/approve/"), api_refused, assert_submission_approved
+    ),
+    "api: reject a submission": Case(
+        lambda c, o: c.post(
+            f"/api/v1/submissions/{o['pending'].pk}/reject/", {"reason": "not now"}, content_type="application/json"
+        ),
+        api_refused,
+        assert_submission_rejected,
+    ),
+    "page: approve a submission": Case(
+        lambda c, o: c.post(reverse("runner:submission_approve", args=[o["pending"].pk])),
+        page_refused,
+        assert_submission_approved,
+    ),
+    "page: reject a submission": Case(
+        lambda c, o: c.post(reverse("runner:submission_reject", args=[o["pending"].pk]), {"reason": "not now"}),
+        page_refused,
+        assert_submission_rejected,
+    ),
     "admin: cancel runs": Case(
         admin_action("admin:runner_run_changelist", "cancel_runs", "queued"), admin_refused, assert_cancelled
     ),
@@ -206,6 +242,9 @@ CASES = {
     ),
     "admin: score steps": Case(
         admin_action("admin:runner_run_changelist", "score_steps", "finished"), admin_refused, assert_scoring_queued
+    ),
+    "admin: approve submissions": Case(
+        admin_action("admin:runner_batch_changelist", "approve", "pending"), admin_refused, assert_submission_approved
     ),
     "admin: retire task": Case(
         admin_action("admin:task_bank_task_changelist", "retire", "task"), admin_refused, assert_retired
@@ -247,7 +286,9 @@ def objects(tmp_path, tiny_task, private_agent, people) -> dict:
     # Staff curate: they hold the admin's permissions on runs and tasks (Django's admin asks for them).
     people["staff"].user_permissions.set(Permission.objects.filter(content_type__app_label__in=["runner", "task_bank"]))
     reviewer = people["staff"].__class__.objects.create_user("another-reviewer", password="x", is_staff=True)
+    pending, _ = submission_create(submitter=people["owner"], agent=private_agent, tasks=[tiny_task.task])
     return {
+        "pending": pending,
         "tag": ReviewTag.objects.create(run=finished, kind="gave_up", author=reviewer),
         "finished": finished,
         "queued": queued,
@@ -277,6 +318,36 @@ def test_only_staff_change_state(name, who, client, people, objects, django_capt
         assert case.refused(who, response), f"{who} got {response.status_code}"
         assert after == before, f"{who}'s refused request changed something"
         assert jobs == [], f"{who}'s refused request queued a job"
+
+
+# --- Asking for runs -----------------------------------------------------------------------------------------
+# Anyone signed in may ask for runs, of their own agents only: the owner's request waits for staff, staff's is
+# approved at once, a stranger's (not their agent) is refused and a visitor's too, leaving nothing behind.
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who", WHO)
+def test_runs_are_asked_for_by_the_agents_owner_or_staff(who, client, people, tiny_task, private_agent,
+                                                         django_capture_on_commit_callbacks):  # fmt: skip
+    if who != "anonymous":
+        client.force_login(people[who])
+    before = state()
+    with django_capture_on_commit_callbacks() as jobs:
+        api = client.post(
+            "/api/v1/submissions/", {"agent": "hidden-hand", "tasks": ["tiny"]}, content_type="application/json"
+        )
+        page = client.post(reverse("runner:run_request"), {"agent": private_agent.pk, "tasks": [tiny_task.task_id],
+                                                           "repeats": 1})  # fmt: skip
+    after = state()
+    if who in ("anonymous", "stranger"):
+        assert api.status_code == (403 if who == "anonymous" else 400)
+        assert page.status_code == (302 if who == "anonymous" else 400)
+        assert after == before and jobs == []
+        return
+    assert (api.status_code, page.status_code) == (201, 302)
+    made = Batch.objects.order_by("pk")
+    assert [b.approval for b in made] == ["approved" if who == "staff" else "pending"] * 2
+    assert len(new_runs(before, after)) == (2 if who == "staff" else 0)
 
 
 # --- Account pages -------------------------------------------------------------------------------------------

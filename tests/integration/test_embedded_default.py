@@ -105,7 +105,7 @@ def test_ctrl_c_under_make_run_hands_the_run_back_and_leaves_no_process(tmp_path
     log = tmp_path / "run.log"
     with open(log, "wb") as out:
         stack = subprocess.Popen(  # what `make run` starts, in a session of its own like a terminal's
-            [f"{bin_dir}/honcho", "start", "--no-prefix", "-f", str(ROOT / "Procfile")],
+            [f"{bin_dir}/honcho", "start", "--no-prefix", "-f", str(ROOT / "Procfile"), "web", "worker"],
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.urls import reverse
 
+from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_cells, leaderboard_rows, task_agent_rows
 from runner.models import Run
 
@@ -68,8 +69,8 @@ def test_a_run_that_is_no_trial_of_the_agent_is_not_counted(kind, tiny_task, age
 def test_the_infra_toggle_counts_infrastructure_failures_and_nothing_else(kind, tiny_task, agent, success):
     _extra_run(kind, tiny_task, agent, success)
 
-    (row,) = leaderboard_rows(viewer=ANYONE, include_infrastructure=True)
-    (task_row,) = task_agent_rows(viewer=ANYONE, version=tiny_task, include_infrastructure=True)
+    (row,) = leaderboard_rows(viewer=ANYONE, options=RankingOptions(include_infrastructure=True))
+    (task_row,) = task_agent_rows(viewer=ANYONE, version=tiny_task, options=RankingOptions(include_infrastructure=True))
 
     expected = (2, 0.5) if kind == "infrastructure failure" else (1, 1.0)
     assert (row["runs"], row["success_rate"]) == expected

@@ -63,7 +63,7 @@ def test_the_csv_of_an_empty_leaderboard_is_its_header(client, db):
     assert response.content.decode() == (
         "agent,agent_version,model,tasks,runs,successes,infrastructure_failures,success_rate,success_low,"
         "success_high,scored,mean_improvement,improvement_low,improvement_high,normalised_count,mean_normalised,"
-        "mean_cost,mean_tokens,mean_seconds,mean_steps\n"
+        "mean_cost,mean_tokens,mean_seconds,mean_steps,review_tags\n"
     )
 
 
@@ -82,3 +82,24 @@ def test_the_exports_hold_a_private_agent_only_for_its_owner_and_staff(viewer, p
 
     assert ("hidden-hand" in names) == viewer.may_see and "open-book" in names
     assert json_names == names
+
+
+def test_each_rows_review_tag_counts_are_in_the_csv_the_json_and_the_api(client, board):
+    from runner.models import ReviewTag, Step
+
+    runs = list(Run.objects.filter(agent__name="good", status=Run.Status.FINISHED).order_by("pk"))
+    for run in runs[:2]:
+        ReviewTag.objects.create(run=run, kind=ReviewTag.Kind.HALLUCINATED)
+    step = Step.objects.create(run=runs[2], index=0, action="Execute Script", started_at=runs[2].created_at)
+    ReviewTag.objects.create(run=runs[2], step=step, kind=ReviewTag.Kind.SCRIPT_CRASHED)
+    RunFactory(task_version=runs[0].task_version, agent=runs[0].agent, status=Run.Status.CANCELLED)
+    ReviewTag.objects.create(run=Run.objects.get(status=Run.Status.CANCELLED), kind=ReviewTag.Kind.SCRIPT_CRASHED)
+
+    good, lone = _csv(client)
+    data = client.get(URL + "?format=json").json()
+    api = client.get(reverse("api-leaderboard")).json()
+
+    assert good["review_tags"] == "hallucinated=2 script_crashed=1" and lone["review_tags"] == ""
+    assert data["rows"][0]["review_tags"] == {"hallucinated": 2, "script_crashed": 1}  # a cancelled run is not counted
+    assert [row["review_tags"] for row in api] == [{"hallucinated": 2, "script_crashed": 1}, {}]
+    assert "review_tags" not in data["cells"][0]  # a cell has no tag counts of its own

@@ -17,6 +17,7 @@ from django.urls import reverse
 from leaderboard import selectors
 from leaderboard.cache import ranking_generation
 from leaderboard.exports import leaderboard_row_export
+from leaderboard.query import RankingOptions
 from runner.evaluation import EvalResult
 from runner.execution.endings import Ending
 from runner.execution.recording import run_finish
@@ -28,7 +29,9 @@ from task_bank.services import task_import, task_set_enabled
 from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 FILTERS = [
-    {"current_only": current, "include_infrastructure": infra, "include_self_reported": imported, "category": category}
+    RankingOptions(
+        current_only=current, include_infrastructure=infra, include_self_reported=imported, category=category
+    )
     for current in (True, False)
     for infra in (False, True)
     for imported in (False, True)
@@ -47,26 +50,26 @@ def people(db):
     }
 
 
-def _from_scratch(viewer, options: dict) -> dict:
+def _from_scratch(viewer, options: RankingOptions) -> dict:
     """Every cached figure, computed from the runs without the cache."""
     rows, cells = selectors.board_computed(viewer, options)
-    runs, counted = selectors.ranked_runs(viewer=viewer, **options)
+    runs, counted = selectors.ranked_runs(viewer=viewer, options=options)
     points = runs.filter(counted, improvement__isnull=False).values(*selectors.ENTRANT, "task__slug", "improvement")
     return {
         "rows": rows,
         "cells": cells,
         "points": list(points.order_by("task__slug", "pk")),
-        "boxes": selectors._improvement_boxes(viewer=viewer, **options),
+        "boxes": selectors._improvement_boxes(viewer=viewer, options=options),
     }
 
 
-def _cached(viewer, options: dict) -> dict:
-    rows, cells = selectors.leaderboard_board(viewer=viewer, **options)
+def _cached(viewer, options: RankingOptions) -> dict:
+    rows, cells = selectors.leaderboard_board(viewer=viewer, options=options)
     return {
         "rows": rows,
         "cells": cells,
-        "points": selectors.leaderboard_improvements(viewer=viewer, **options),
-        "boxes": selectors.leaderboard_improvement_boxes(viewer=viewer, **options),
+        "points": selectors.leaderboard_improvements(viewer=viewer, options=options),
+        "boxes": selectors.leaderboard_improvement_boxes(viewer=viewer, options=options),
     }
 
 

@@ -106,6 +106,9 @@ def test_after_five_malformed_answers_the_agent_stops_without_acting(tiny_task, 
     assert run.status == "failed" and run.failure_kind == "agent", run.error
     assert "without a Final Answer" in run.error
     assert "No answer in the format after 5 attempts" in run.stderr_tail
+    # The same answer every time (as from a server that ignores temperature): said once per repeat, not repeated.
+    assert run.stderr_tail.count("I would rather chat.") == 1
+    assert "Step 0: the same answer as attempt 1: the endpoint seems to ignore temperature" in run.stderr_tail
     assert Step.objects.filter(run=run).count() == 0
     prompts = [prompt_of(r) for r in llm_server.requests]
     assert len(prompts) == 5

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runner.agents import agents_builtin_ensure
 from runner.execution.validation import task_version_validate_queue
 from runner.llm import endpoints_sync
+from runner.local_model import local_endpoint_spec
 from runner.models import Run
 from task_bank.models import Task
 from task_bank.services import builtin_tasks_load
@@ -16,7 +17,8 @@ from task_bank.services import builtin_tasks_load
 class Command(BaseCommand):
     help = (
         "First-start setup for `make run`: load the built-in tasks and agents, create an admin account if "
-        "there is none, and queue a demo batch (the baseline agent on each built-in task) if no runs exist."
+        "there is none, queue a demo batch (the baseline agent on each built-in task) if no runs exist, and with "
+        "BENCH_LOCAL_MODEL=1 register the local model endpoint local-smollm2."
     )
 
     def add_arguments(self, parser) -> None:
@@ -33,6 +35,13 @@ class Command(BaseCommand):
             except (ValueError, TypeError) as exc:
                 raise CommandError(f"BENCH_MODEL_ENDPOINTS is not a valid list of endpoints: {exc}") from exc
             self.stdout.write(f"model endpoints: {', '.join(names)}")
+        if settings.BENCH_LOCAL_MODEL:
+            spec = local_endpoint_spec(var_dir=settings.VAR_DIR, port=settings.BENCH_LOCAL_MODEL_PORT)
+            (local,) = endpoints_sync([spec])
+            self.stdout.write(
+                f"local model endpoint: {local.name} at {local.base_url} (SmolLM2-135M, price 0; too small and too "
+                "slow to make progress on a task, there to watch the research agent's loop without an API key)"
+            )
         self.ensure_admin()
         if not opts["no_demo"] and not Run.objects.exists():
             queued = 0

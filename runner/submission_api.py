@@ -1,0 +1,191 @@
+"""``/api/v1/submissions/``: ask for runs of an agent, see where one's requests are, and (staff) approve or reject
+them. Kept apart from ``api.py`` (runs, agents, traces), which it builds on."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+
+from bench.roles import is_staff
+from bench.schema import errors
+
+from .api import RunRequestSerializer, RunRequestThrottle, RunSerializer
+from .jobs import QueueUnreachable
+from .models import Agent, Batch, RunLimits
+from .selectors import queue_positions_fill, submissions_list
+from .services import RunRequestError, agent_resolve
+from .submissions import (
+    SubmissionDecided,
+    agents_requestable,
+    submission_approve,
+    submission_create,
+    submission_reject,
+)
+
+
+class SubmissionSerializer(serializers.ModelSerializer):
+    agent = serializers.CharField(source="agent.name")
+    agent_version = serializers.CharField(source="agent.version")
+    submitter = serializers.CharField(source="created_by.username", help_text="who asked for the runs")
+    tasks = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    state = serializers.ChoiceField(
+        choices=Batch.State.choices,
+        help_text="uploaded / smoke_tested (waiting for approval: the agent not smoke-tested, or smoke-tested), "
+        "rejected, approved (its runs all queued), running (some started, not all ended), done (all ended)",
+    )
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    runs = serializers.IntegerField(source="runs_total", help_text="runs written (none before approval)")
+    runs_queued = serializers.IntegerField()
+    runs_ended = serializers.IntegerField()
+
+    class Meta:
+        model = Batch
+        fields = [
+            "id", "agent", "agent_version", "submitter", "tasks", "repeats", "model", "fast_model", "edit_model",
+            "max_steps", "max_time_s", "max_tokens", "max_cost", "approval", "state", "decided_by", "decided_at",
+            "rejection_reason", "created_at", "runs", "runs_queued", "runs_ended",
+        ]  # fmt: skip
+
+
+class SubmissionRequestSerializer(RunRequestSerializer):
+    """What a request for runs names (as ``POST /api/v1/runs/``); the agent must be the requester's own (staff: any)."""
+
+    def validate_agent(self, value: str) -> Agent:
+        try:
+            return agent_resolve(value, among=agents_requestable(user=self.context["request"].user))
+        except RunRequestError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class SubmissionRejectSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, help_text="why: the submitter reads it")
+
+
+class SubmissionApproveAnswerSerializer(SubmissionSerializer):
+    created_runs = RunSerializer(many=True, help_text="the runs the approval queued")
+
+    class Meta(SubmissionSerializer.Meta):
+        fields = [*SubmissionSerializer.Meta.fields, "created_runs"]
+
+
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "approval", str, enum=Batch.Approval.values, description="only submissions with this approval"
+            )
+        ],
+        responses={200: SubmissionSerializer(many=True), **errors(403)},
+    ),
+    retrieve=extend_schema(responses={200: SubmissionSerializer, **errors(403, 404)}),
+)
+class SubmissionViewSet(viewsets.GenericViewSet):
+    """Requests for runs of an agent (tasks x repeats, models from the platform's enabled endpoints, limits).
+    A signed-in user asks for runs of their own agents and sees their requests; staff see all and approve or reject
+    them (staff's own are approved at once, anyone's when BENCH_AUTO_APPROVE_SUBMISSIONS is on). Approval queues the
+    runs; they are executed and verified like any run."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    serializer_class = SubmissionSerializer
+    queryset = Batch.objects.none()  # what the schema knows the path by; reads go through the selectors
+
+    def get_throttles(self):
+        return [RunRequestThrottle()] if self.action == "create" else []
+
+    def get_queryset(self):
+        params = self.request.query_params
+        approval = params.get("approval") if self.action == "list" else None
+        if "approval" in params and self.action == "list" and approval not in Batch.Approval.values:
+            raise serializers.ValidationError({"approval": [f"expected one of {', '.join(Batch.Approval.values)}"]})
+        return submissions_list(viewer=self.request.user, approval=approval)
+
+    def get_object(self) -> Batch:
+        pk = self.kwargs["pk"]
+        if not str(pk).isdigit() or int(pk) > 2**63 - 1:
+            raise NotFound(f"no submission {pk}")
+        found = self.get_queryset().filter(pk=int(pk)).first()
+        if found is None:
+            raise NotFound(f"no submission {pk}")
+        return found
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(SubmissionSerializer(page, many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(SubmissionSerializer(self.get_object()).data)
+
+    @extend_schema(request=SubmissionRequestSerializer, responses={201: SubmissionSerializer, **errors(403, 429, 503)})
+    def create(self, request):
+        """Ask for runs: checked at once as the runs would be (400 naming what is wrong); 201 with the submission,
+        waiting for approval, or approved with its runs queued (staff, or the auto-approve setting)."""
+        asked = SubmissionRequestSerializer(data=request.data, context={"request": request})
+        asked.is_valid(raise_exception=True)
+        data = asked.validated_data
+        try:
+            batch, _ = submission_create(
+                submitter=request.user,
+                agent=data["agent"],
+                tasks=data["tasks"],
+                repeats=data["repeats"],
+                model=data["model"],
+                fast_model=data["fast_model"],
+                edit_model=data["edit_model"],
+                limits=RunLimits(**{name: data.get(name) for name in RunLimits.NAMES}),
+            )
+        except RunRequestError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except QueueUnreachable as exc:
+            return Response(
+                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        return Response(SubmissionSerializer(self._fresh(batch)).data, status=status.HTTP_201_CREATED)
+
+    def _fresh(self, batch: Batch) -> Batch:
+        return submissions_list(viewer=None).get(pk=batch.pk)
+
+    def _staff_only(self, request) -> None:
+        if not is_staff(request.user):
+            raise PermissionDenied("only staff approve or reject submissions")
+
+    @extend_schema(request=None, responses={200: SubmissionApproveAnswerSerializer, **errors(403, 404, 409, 503)})
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approve a pending submission (staff): its runs are queued. 409 if it was decided already; 400 if its
+        runs cannot be made now (a task retired, an endpoint disabled since), and it stays pending."""
+        self._staff_only(request)
+        batch = self.get_object()
+        try:
+            runs = submission_approve(batch=batch, by=request.user)
+        except SubmissionDecided as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except RunRequestError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except QueueUnreachable as exc:
+            return Response(
+                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        created = RunSerializer(queue_positions_fill(runs), many=True).data
+        answer = SubmissionSerializer(self._fresh(batch)).data | {"created_runs": created}
+        return Response(answer)
+
+    @extend_schema(request=SubmissionRejectSerializer, responses={200: SubmissionSerializer, **errors(403, 404, 409)})
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        """Reject a pending submission (staff), saying why; it never gets runs. 409 if it was decided already."""
+        self._staff_only(request)
+        batch = self.get_object()
+        given = SubmissionRejectSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        try:
+            submission_reject(batch=batch, by=request.user, reason=given.validated_data["reason"])
+        except SubmissionDecided as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except RunRequestError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(SubmissionSerializer(self._fresh(batch)).data)

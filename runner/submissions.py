@@ -1,0 +1,117 @@
+"""Writes for submissions: a request for runs of an agent (tasks x repeats, models, limits), approved or rejected
+by staff. A submission is a ``Batch`` whose ``created_by`` asked for it; its runs are written by
+``services.batch_create`` when it is approved, and a rejected one never gets any."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from bench.roles import is_staff, is_submitter
+from task_bank.models import Task
+
+from .models import Agent, Batch, Run, RunLimits
+from .services import NO_LIMITS, RunRequestError, batch_create, batch_request_check
+
+REASON_MAX = 2000
+
+
+class SubmissionDecided(RunRequestError):
+    """The submission was approved or rejected already."""
+
+
+def agents_requestable(*, user: AbstractBaseUser):
+    """The agents ``user`` may ask runs of: staff any that has code, a submitter their own."""
+    agents = Agent.objects.exclude(kind=Agent.Kind.EXTERNAL)
+    return agents if is_staff(user) else agents.filter(owner_id=user.pk)
+
+
+@transaction.atomic
+def submission_create(
+    *,
+    submitter: AbstractBaseUser,
+    agent: Agent,
+    tasks: list[Task],
+    repeats: int = 1,
+    model: str = "",
+    fast_model: str = "",
+    edit_model: str = "",
+    limits: RunLimits = NO_LIMITS,
+) -> tuple[Batch, list[Run]]:
+    """Ask for ``repeats`` runs of ``agent`` on each task. Checked now as the runs would be (tasks that take runs,
+    models among the enabled endpoints, limits, at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs); a submitter may ask
+    only for their own agents. Staff's request is approved at once, a submitter's waits for staff unless
+    ``BENCH_AUTO_APPROVE_SUBMISSIONS``. Returns the submission and its runs (none while it waits)."""
+    if not is_submitter(submitter):
+        raise RunRequestError("sign in to ask for runs")
+    if not agents_requestable(user=submitter).filter(pk=agent.pk).exists():
+        if agent.kind == Agent.Kind.EXTERNAL:
+            raise RunRequestError(f"agent {agent} has no code here: it only names the agent of imported runs")
+        raise RunRequestError(f"agent {agent.name} is not yours: ask for runs of an agent you uploaded")
+    tasks, _, model = batch_request_check(
+        agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
+        limits=limits,
+    )  # fmt: skip
+    batch = Batch.objects.create(
+        agent=agent,
+        model=model,
+        fast_model=fast_model,
+        edit_model=edit_model,
+        repeats=repeats,
+        created_by=submitter,
+        approval=Batch.Approval.PENDING,
+        **limits.as_fields(),
+    )
+    batch.tasks.set(tasks)
+    if is_staff(submitter):
+        return batch, submission_approve(batch=batch, by=submitter)
+    if settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
+        return batch, submission_approve(batch=batch, by=None)
+    return batch, []
+
+
+def _decide(*, batch: Batch, approval: str, by: AbstractBaseUser | None, reason: str = "") -> None:
+    """Move a pending submission to ``approval``: a conditional UPDATE, so two decisions cannot both win."""
+    decided = Batch.objects.filter(pk=batch.pk, approval=Batch.Approval.PENDING).update(
+        approval=approval, decided_by=by, decided_at=timezone.now(), rejection_reason=reason
+    )
+    if not decided:
+        now = Batch.objects.filter(pk=batch.pk).values_list("approval", flat=True).first()
+        raise SubmissionDecided(f"submission {batch.pk} is {now or 'gone'}; only a pending submission can be decided")
+    batch.refresh_from_db()
+
+
+@transaction.atomic
+def submission_approve(*, batch: Batch, by: AbstractBaseUser | None) -> list[Run]:
+    """Approve a pending submission and queue its runs (``services.batch_create`` with the submission as their
+    batch). Checked again as it was asked (a task retired or an endpoint disabled since): if the runs cannot be
+    made, RunRequestError says why and the submission stays pending. ``by`` None: the auto-approve setting."""
+    if by is not None and not is_staff(by):
+        raise RunRequestError("only staff approve submissions")
+    _decide(batch=batch, approval=Batch.Approval.APPROVED, by=by)
+    _, runs = batch_create(
+        agent=batch.agent,
+        tasks=list(batch.tasks.order_by("slug")),
+        repeats=batch.repeats,
+        model=batch.model,
+        fast_model=batch.fast_model,
+        edit_model=batch.edit_model,
+        limits=batch.limits,
+        batch=batch,
+    )
+    return runs
+
+
+@transaction.atomic
+def submission_reject(*, batch: Batch, by: AbstractBaseUser, reason: str) -> None:
+    """Reject a pending submission, saying why (shown to the submitter); it never gets runs."""
+    if not is_staff(by):
+        raise RunRequestError("only staff reject submissions")
+    reason = reason.strip()
+    if not reason:
+        raise RunRequestError("say why the submission is rejected (the submitter reads it)")
+    if len(reason) > REASON_MAX:
+        raise RunRequestError(f"the reason is {len(reason)} characters; at most {REASON_MAX}")
+    _decide(batch=batch, approval=Batch.Approval.REJECTED, by=by, reason=reason)
