@@ -3,9 +3,12 @@ never the deployment's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,3 +30,20 @@ def django_scratch(prefix: str, database_url: str = "") -> Path:
 
     django.setup()
     return var
+
+
+@contextlib.contextmanager
+def postgres_scratch(server: str, prefix: str) -> Iterator[str]:
+    """A throwaway PostgreSQL database on ``server`` (``postgres://user@host:port``) for the length of the block,
+    named ``<prefix>_<pid>``; yields its URL and drops it at the end (a SIGTERM to the benchmark too)."""
+    import psycopg
+
+    name = f"{prefix}_{os.getpid()}"
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{server.rstrip('/')}/{name}"
+    finally:
+        with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
