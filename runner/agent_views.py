@@ -12,7 +12,7 @@ from task_bank.models import Task
 
 from .agent_packages import AgentPackageError, agent_upload
 from .api import AgentUploadThrottle, TraceUploadThrottle
-from .forms import AgentUploadForm, TraceUploadForm
+from .forms import AgentUploadForm, TraceUploadForm, form_throttled
 from .imports import TraceImportError, trace_upload
 from .models import Agent
 from .selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
@@ -60,9 +60,7 @@ def agent_upload_view(request: HttpRequest) -> HttpResponse:
     form = AgentUploadForm(request.POST or None, request.FILES or None)
     status = 200
     if request.method == "POST" and form.is_valid():
-        throttle = AgentUploadThrottle()
-        if not throttle.allow_request(request, None):
-            form.add_error(None, f"too many uploads: try again in {throttle.wait():.0f} s")
+        if form_throttled(request, form, AgentUploadThrottle, "uploads"):
             status = 429
         else:
             try:
@@ -94,9 +92,7 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
     form = TraceUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
     status = 200
     if request.method == "POST" and form.is_valid():
-        throttle = TraceUploadThrottle()
-        if not throttle.allow_request(request, None):
-            form.add_error(None, f"too many uploads: try again in {throttle.wait():.0f} s")
+        if form_throttled(request, form, TraceUploadThrottle, "uploads"):
             status = 429
         else:
             data = form.cleaned_data

@@ -3,6 +3,7 @@ from decimal import Decimal
 from django import forms
 from django.conf import settings
 from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from task_bank.models import Task
 
@@ -110,3 +111,13 @@ class RunRequestForm(forms.Form):
     @property
     def limits(self) -> RunLimits:
         return RunLimits(**{name: self.cleaned_data.get(name) for name in RunLimits.NAMES})
+
+
+def form_throttled(request: HttpRequest, form: forms.Form, throttle_class: type, what: str) -> bool:
+    """Whether ``request``'s user is past ``throttle_class``'s rate (a DRF throttle, the one the API's operation
+    uses, so the site and the API share one count); if so, the form says when to try again."""
+    throttle = throttle_class()
+    if throttle.allow_request(request, None):
+        return False
+    form.add_error(None, f"too many {what}: try again in {throttle.wait():.0f} s")
+    return True

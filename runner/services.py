@@ -149,6 +149,35 @@ def batch_request_check(
     return tasks, versions, model
 
 
+def batch_record(
+    *,
+    agent: Agent,
+    tasks: list[Task],
+    repeats: int,
+    model: str,
+    fast_model: str,
+    edit_model: str,
+    limits: RunLimits,
+    created_by: AbstractBaseUser | None,
+    note: str = "",
+    approval: str = Batch.Approval.APPROVED,
+) -> Batch:
+    """The batch that records what was asked (checked already: ``batch_request_check``), without its runs."""
+    batch = Batch.objects.create(
+        agent=agent,
+        model=model,
+        fast_model=fast_model,
+        edit_model=edit_model,
+        repeats=repeats,
+        note=note,
+        created_by=created_by,
+        approval=approval,
+        **limits.as_fields(),
+    )
+    batch.tasks.set(tasks)
+    return batch
+
+
 @transaction.atomic
 def batch_create(
     *,
@@ -172,17 +201,10 @@ def batch_create(
         limits=limits,
     )  # fmt: skip
     if batch is None:
-        batch = Batch.objects.create(
-            agent=agent,
-            model=model,
-            fast_model=fast_model,
-            edit_model=edit_model,
-            repeats=repeats,
-            note=note,
-            created_by=created_by,
-            **limits.as_fields(),
-        )
-        batch.tasks.set(tasks)
+        batch = batch_record(
+            agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
+            limits=limits, note=note, created_by=created_by,
+        )  # fmt: skip
     fields = [
         run_fields(task=task, version=version, agent=agent, model=model, purpose=Run.Purpose.BENCHMARK, limits=limits)
         for task, version in zip(tasks, versions, strict=True)

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from bench.roles import is_staff
 
 from .api import RunRequestThrottle
-from .forms import RunRequestForm
+from .forms import RunRequestForm, form_throttled
 from .jobs import QueueUnreachable
 from .models import Batch
 from .selectors import submissions_list
@@ -46,9 +46,7 @@ def run_request_view(request: HttpRequest) -> HttpResponse:
     form = run_request_form(request=request, data=request.POST or None, agent_name=request.GET.get("agent", ""))
     status = 200
     if request.method == "POST" and form.is_valid():
-        throttle = RunRequestThrottle()
-        if not throttle.allow_request(request, None):
-            form.add_error(None, f"too many requests for runs: try again in {throttle.wait():.0f} s")
+        if form_throttled(request, form, RunRequestThrottle, "requests for runs"):
             status = 429
         else:
             data = form.cleaned_data

@@ -13,7 +13,7 @@ from bench.roles import is_staff, is_submitter
 from task_bank.models import Task
 
 from .models import Agent, Batch, Run, RunLimits
-from .services import NO_LIMITS, RunRequestError, batch_create, batch_request_check
+from .services import NO_LIMITS, RunRequestError, batch_create, batch_record, batch_request_check
 
 REASON_MAX = 2000
 
@@ -54,17 +54,10 @@ def submission_create(
         agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
         limits=limits,
     )  # fmt: skip
-    batch = Batch.objects.create(
-        agent=agent,
-        model=model,
-        fast_model=fast_model,
-        edit_model=edit_model,
-        repeats=repeats,
-        created_by=submitter,
-        approval=Batch.Approval.PENDING,
-        **limits.as_fields(),
-    )
-    batch.tasks.set(tasks)
+    batch = batch_record(
+        agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
+        limits=limits, created_by=submitter, approval=Batch.Approval.PENDING,
+    )  # fmt: skip
     if is_staff(submitter):
         return batch, submission_approve(batch=batch, by=submitter)
     if settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
