@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def deploy_check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    settings_env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "ALLOWED_HOSTS"}}
+    # Not the test session's own switches (the browser tests allow sync database calls from async code).
+    left_out = {"DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    settings_env = {k: v for k, v in os.environ.items() if k not in left_out}
     settings_env.update(BENCH_VAR_DIR=str(tmp_path), **env)
     command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
     return subprocess.run(command, cwd=ROOT, env=settings_env, capture_output=True, text=True, timeout=120)

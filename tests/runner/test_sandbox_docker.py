@@ -226,15 +226,16 @@ def test_the_client_timeout_is_the_setting_and_a_silent_process_outlives_it(sett
 
 @pytest.mark.docker
 def test_an_ended_container_is_removed_after_its_process_is_reaped_not_before(engine):
-    proc = engine.popen(["python", "-c", "print('done')"], mounts=[], cwd="/tmp")
-    assert run_process(proc, timeout=60).stdout == "done\n"
     held = threading.Event()
     blocker = SimpleNamespace(remove=lambda force: held.wait(60))
     REMOVER.remove(blocker)  # the remover is busy: the reap must not wait for it
+    proc = engine.popen(["python", "-c", "print('done')"], mounts=[], cwd="/tmp")
 
-    info = reap(proc)
+    info = reap(proc)  # not run_process: it reaps too, and the container would be handed over before the blocker
 
-    assert info.code == 0
+    assert info.code == 0 and proc.stdout.read() == b"done\n"
+    proc.stdout.close()
+    proc.stderr.close()
     assert engine.client.containers.get(proc.container.id).status == "exited"  # still there: removal comes later
     held.set()
     assert REMOVER.drain() and container_gone(engine.client, proc.container.id, within_s=5)
