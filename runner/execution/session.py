@@ -19,7 +19,7 @@ from pathlib import Path
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from task_bank.models import TaskVersion
@@ -57,7 +57,9 @@ from .validation import task_version_validate_queue
 log = logging.getLogger(__name__)
 
 LIVE_OUTPUT_BYTES = 8000
-CLAIM_TRIES = 5  # another worker can take the first queued run between reading and claiming it (SQLite)
+#: How long a claim waits for queued runs that a writer (not a claimer) holds locked, and how often it looks.
+CLAIM_LOCKED_WAIT_S = 5.0
+CLAIM_LOCKED_POLL_S = 0.02
 
 
 def action_model(run: Run, purpose: str) -> str:
@@ -67,26 +69,36 @@ def action_model(run: Run, purpose: str) -> str:
 
 
 def run_claim(run_id: int, *, worker: str = "") -> Run | None:
-    """queued -> preparing for this run. None when it is not queued, or another worker is claiming it."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id, status=Run.Status.QUEUED).first()
-        return _claim(run, worker) if run is not None else None
+    """queued -> preparing for this run. None when it is not queued, or another worker claimed it."""
+    return _claim_first(Run.objects.filter(pk=run_id, status=Run.Status.QUEUED), worker)
 
 
 def run_claim_next(*, worker: str = "", queue: str | None = None) -> Run | None:
     """queued -> preparing for the run queued first (``Run.QUEUE_ORDER``) that no other worker is claiming; of
     the kind of work ``queue`` (``Run.Queue``) when given (the queue the worker took the message from)."""
-    for _ in range(CLAIM_TRIES):
+    queued = Run.objects.filter(status=Run.Status.QUEUED)
+    if queue is not None:
+        queued = queued.filter(queue=queue)
+    return _claim_first(queued.order_by(*Run.QUEUE_ORDER), worker)
+
+
+def _claim_first(queued: QuerySet[Run], worker: str) -> Run | None:
+    """Claim the first of ``queued`` that no one holds locked (``SKIP LOCKED``: two workers never wait for each
+    other). When every one of them is locked but they are still queued, the holder is not a claimer but a writer
+    holding the rows for a moment (``jobs.runs_send`` recording when the runs were sent, right after their
+    messages went out; the reaper): wait for it, up to ``CLAIM_LOCKED_WAIT_S``, instead of leaving the message
+    that woke this worker with nothing to do and a run with no message until the reaper's resend."""
+    deadline = time.monotonic() + CLAIM_LOCKED_WAIT_S
+    while True:
         with transaction.atomic():
-            queued = Run.objects.select_for_update(skip_locked=True).filter(status=Run.Status.QUEUED)
-            if queue is not None:
-                queued = queued.filter(queue=queue)
-            run = queued.order_by(*Run.QUEUE_ORDER).first()
-            if run is None:
-                return None
-            if claimed := _claim(run, worker):
+            run = queued.select_for_update(skip_locked=True).first()
+            if run is not None and (claimed := _claim(run, worker)):
                 return claimed
-    return None
+        # A plain read waits for no lock: is anything still queued (held by someone), or is it all taken?
+        if (run is None and not queued.exists()) or time.monotonic() >= deadline:
+            return None
+        if run is None:
+            time.sleep(CLAIM_LOCKED_POLL_S)
 
 
 def _claim(run: Run, worker: str) -> Run | None:

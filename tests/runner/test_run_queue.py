@@ -1,9 +1,11 @@
 """The run queue: runs start in the order they were queued, show their place in the queue, and a message the
 job queue lost is sent again (the database is the queue; a message only wakes a worker)."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from bench.celery import app as celery_app
@@ -65,6 +67,35 @@ def test_a_claim_skips_a_run_another_worker_is_claiming_and_never_claims_one_twi
     assert claimed.status == Run.Status.PREPARING and claimed.attempt == 1 and claimed.worker == "a"
     assert run_claim(run.pk, worker="b") is None
     assert run_claim_next(worker="b") is None
+
+
+def _hold_queued_rows(locked: threading.Event, release: threading.Event) -> None:
+    """What ``jobs.runs_send`` does right after sending the runs' messages: record when, in an UPDATE that holds
+    the queued rows locked until it commits (here, until released)."""
+    try:
+        with transaction.atomic():
+            Run.objects.filter(status=Run.Status.QUEUED).update(sent_at=timezone.now())
+            locked.set()
+            release.wait(10)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_that_arrives_while_a_writer_holds_the_queued_runs_waits_and_claims_the_first(tiny_task):
+    first, second = queued(tiny_task, 2)
+    locked, release = threading.Event(), threading.Event()
+    writer = threading.Thread(target=_hold_queued_rows, args=(locked, release))
+    writer.start()
+    assert locked.wait(10)
+    threading.Timer(0.3, release.set).start()
+
+    claimed = run_claim_next(worker="w")  # SKIP LOCKED alone skipped both and found "nothing queued"
+    writer.join()
+
+    assert claimed is not None and claimed.pk == first.pk
+    assert run_claim(second.pk, worker="w").pk == second.pk
+    assert run_claim_next(worker="w") is None  # nothing queued: no wait
 
 
 def test_a_resumed_run_does_not_count_the_time_it_spent_off_a_worker(tiny_task):
