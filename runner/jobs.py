@@ -86,6 +86,18 @@ def runs_enqueue(runs: Iterable[Run]) -> None:
     transaction.on_commit(partial(runs_send, [run.pk for run in runs]))
 
 
+#: Seconds between a job's soft time limit (the job is told: SoftTimeLimitExceeded) and its hard one (its process is
+#: killed).
+JOB_GRACE_S = 60
+
+
+def run_job_time_limits() -> dict:
+    """A run job's time limits, as its message carries them: this process's ``BENCH_RUN_JOB_TIME_LIMIT_S`` at the
+    time of sending (named here, not read off the task object, whose options Celery caches)."""
+    soft = settings.BENCH_RUN_JOB_TIME_LIMIT_S
+    return {"soft_time_limit": soft, "time_limit": soft + JOB_GRACE_S}
+
+
 def runs_send(run_ids: list[int]) -> None:
     """Send one message per run, to its kind's queue, now and record when; stop at the first failure (the queue is
     down)."""
@@ -94,7 +106,9 @@ def runs_send(run_ids: list[int]) -> None:
     try:
         for run_id in run_ids:
             kind = kinds.get(run_id, Run.Queue.RUNS)
-            signature(EXECUTE_RUN, args=[run_id], kwargs={"queue": kind}).apply_async(queue=queue_name(kind))
+            signature(EXECUTE_RUN, args=[run_id], kwargs={"queue": kind}).apply_async(
+                queue=queue_name(kind), **run_job_time_limits()
+            )
             sent.append(run_id)
     except kombu.exceptions.OperationalError as exc:
         raise QueueUnreachable(reason=str(exc), sent=sent, unsent=run_ids[len(sent) :]) from exc

@@ -16,7 +16,7 @@ from django.utils import timezone
 from .evaluation import step_score
 from .execution import run_execute_next, stopping
 from .execution.reaper import runs_reap
-from .jobs import EXECUTE_RUN, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
+from .jobs import EXECUTE_RUN, JOB_GRACE_S, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
 from .models import Run
 from .sandboxes import docker_containers_sweep
 from .workers import HeartbeatThread, worker_stopped
@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 
 # Every job has a time limit (enforced by the prefork pool, Celery's default): at the soft limit the job is told
-# (SoftTimeLimitExceeded), JOB_GRACE_S later its process is killed.
-JOB_GRACE_S = 60
+# (SoftTimeLimitExceeded), JOB_GRACE_S later its process is killed. A run job's message carries its limits
+# (jobs.run_job_time_limits); these are the defaults of a message without them.
 
 
 @shared_task(

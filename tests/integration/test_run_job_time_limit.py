@@ -6,8 +6,6 @@ import time
 
 import pytest
 
-from bench.celery import app as celery_app
-from runner.jobs import EXECUTE_RUN
 from runner.models import Run, Step
 from runner.services import run_create
 from task_bank.models import TaskVersion
@@ -25,11 +23,10 @@ def act(action: str, **args) -> dict:
 
 
 def test_a_run_longer_than_its_job_s_time_limit_is_resumed_by_the_next_job(
-    worker_env, celery_test_queue, tiny_task, tmp_path, monkeypatch
+    worker_env, celery_test_queue, tiny_task, tmp_path, settings
 ):
-    # A job's limits travel with its message, set from the sending process's settings (the same everywhere).
-    monkeypatch.setattr(celery_app.tasks[EXECUTE_RUN], "soft_time_limit", 5)
-    monkeypatch.setattr(celery_app.tasks[EXECUTE_RUN], "_exec_options", None)  # Celery caches them once sent
+    # A run job's limits travel with its message, set from the sending process's settings.
+    settings.BENCH_RUN_JOB_TIME_LIMIT_S = 5
     TaskVersion.objects.filter(pk=tiny_task.pk).update(status=TaskVersion.Status.READY, baseline_score=2.0)
     script = [act("Write File", file_name="slow.py", content=SLOW)]
     script += [act("Execute Script", script_name="slow.py") for _ in range(4)]
