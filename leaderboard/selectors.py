@@ -133,11 +133,14 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     runs, and infrastructure failures, which are read too so that each row can show how many it had, and which
     ``options.include_infrastructure`` counts as failed runs, to show what they would change. Only runs the
     platform executed and scored (``Run.VERIFIED``) unless ``options.include_self_reported``: runs imported from
-    logs made elsewhere then count too. (Which tasks and versions: ``ranked_runs``.)"""
+    logs made elsewhere then count too, once scored (an upload's run waits for its score: ``score_pending_since``).
+    (Which tasks and versions: ``ranked_runs``.)"""
     counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
     runs = runs_visible_to(viewer).filter(Run.TRIAL).filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
     if not options.include_self_reported:
         runs = runs.filter(Run.VERIFIED)
+    else:
+        runs = runs.filter(score_pending_since__isnull=True)
     return runs, counted
 
 

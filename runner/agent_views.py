@@ -86,8 +86,8 @@ def agent_upload_view(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def trace_upload_view(request: HttpRequest) -> HttpResponse:
-    """Upload an MLAgentBench log: imported as ``import_trace`` does (scored in the sandbox, within the request) as
-    a self-reported run under an agent of one's own; refused with the reason (nothing kept), or the run's page."""
+    """Upload an MLAgentBench log: imported as ``import_trace`` does, as a self-reported run under an agent of one's
+    own, its final workspace scored by a short job; refused with the reason (nothing kept), or the run's page."""
     tasks = list(Task.objects.filter(is_enabled=True).order_by("slug").values_list("slug", "title"))
     form = TraceUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
     status = 200
@@ -108,7 +108,11 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
                 form.add_error("log", str(exc))
                 status = 400
             else:
-                messages.success(request, f"run {run.pk} imported: self-reported, {run.steps_count} steps")
+                messages.success(
+                    request,
+                    f"run {run.pk} imported: self-reported, {run.steps_count} steps; its final workspace is being "
+                    "scored in the sandbox",
+                )
                 return redirect(reverse("runner:run_detail", args=[run.pk]))
     elif request.method == "POST":
         status = 400

@@ -34,6 +34,9 @@ class RunSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.name")
     agent_version = serializers.CharField(source="agent.version")
     queue_position = serializers.SerializerMethodField(help_text="A queued run's place in the queue (1 starts next).")
+    score_pending = serializers.SerializerMethodField(
+        help_text="An imported run whose final workspace waits to be scored: final_score is empty until then."
+    )
 
     class Meta:
         model = Run
@@ -42,8 +45,11 @@ class RunSerializer(serializers.ModelSerializer):
             "status", "failure_kind", "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps",
             "max_time_s", "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
             "peak_memory_mb", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at", "started_at",
-            "finished_at", "queue_position", "origin",
+            "finished_at", "queue_position", "origin", "score_pending",
         ]  # fmt: skip
+
+    def get_score_pending(self, run: Run) -> bool:
+        return run.score_pending_since is not None
 
     def get_queue_position(self, run: Run) -> int | None:
         if hasattr(run, "queue_position"):
@@ -253,8 +259,9 @@ class TraceUploadSerializer(serializers.Serializer):
 @parser_classes([MultiPartParser])
 def trace_import_api(request):
     """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
-    as the log says, its final workspace scored here (within the request). Rankings leave it out unless asked
-    (`?origin=all`). A bad log is a 400 naming the problem, and nothing is written."""
+    as the log says, its final workspace scored here by a short job: `score_pending` is true, and `final_score`
+    empty, until it is (`GET /api/v1/runs/{id}/`). Rankings leave it out unless asked (`?origin=all`), and until
+    scored. A bad log is a 400 naming the problem, and nothing is written."""
     upload = TraceUploadSerializer(data=request.data)
     upload.is_valid(raise_exception=True)
     data = upload.validated_data

@@ -5,7 +5,9 @@ The log is MLAgentBench's (``exports`` describes the layout): ``env_log/trace.js
 ``step_final_files/``, ``overall_time.txt`` and ``error.txt``; a log this platform exported also carries
 ``mlab_bench.json``. The run gets every step in order (action, input, observation, when it ended, its low-level
 steps), the workspace after each step (the step's files over the task's read-only ones, stored as blobs once
-each), and the final workspace scored here with the task version's eval in the sandbox, as our own runs are.
+each), and the final workspace scored here with the task version's eval in the sandbox, as our own runs are:
+at once by ``import_trace``, by a short job for an upload (``import_score``: a timed task's paired scoring takes
+minutes, longer than a web request should), the run waiting for it meanwhile (``Run.score_pending_since``).
 Its steps are as the log says: the run is marked self-reported (``Run.Origin.IMPORTED``) and rankings leave it
 out unless asked.
 
@@ -16,6 +18,7 @@ is wrong, and no run.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -28,6 +31,7 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.utils import timezone
 
 from task_bank.archive import extracted
 from task_bank.models import Task, TaskVersion
@@ -35,6 +39,7 @@ from task_bank.package import TaskPackageError, is_read_only, iter_files
 
 from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from .exports import ENV_LOG, ERROR_FILE, EXTRAS, EXTRAS_FORMAT, OVERALL_TIME, TRACE_FILE
+from .jobs import import_score_enqueue
 from .models import Agent, Run, Step
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .review import tags_auto
@@ -51,6 +56,8 @@ MAX_STEPS = 10_000
 #: How MLAgentBench's environment starts the observation of an action that failed.
 ERROR_OBSERVATIONS = ("EnvError:", "LLMError:", "Invalid action:")
 ERROR_LIMIT = 8000
+
+log = logging.getLogger(__name__)
 
 
 class TraceImportError(Exception):
@@ -377,13 +384,14 @@ def trace_import(
     model: str | None = None,
     owner: AbstractBaseUser | None = None,
     only_own_agents: bool = False,
+    score_later: bool = False,
 ) -> Run:
     """Import an MLAgentBench log folder or zip as a self-reported run of ``task_slug`` (else the task the log
     names or whose research problem it has) by ``agent_name`` ("name" or "name@version"; else the one the log
     names, else ``DEFAULT_AGENT``; an agent not here yet is made, with no code, owned by ``owner``). With
     ``only_own_agents`` (an upload by someone who is not staff) the agent must be ``owner``'s or a new one: nobody
-    files runs under another's agent. The final workspace is scored here. ``TraceImportError`` on a bad log, and
-    nothing written."""
+    files runs under another's agent. The final workspace is scored here, or with ``score_later`` by a short job
+    (``import_score``) once the run is recorded. ``TraceImportError`` on a bad log, and nothing written."""
     try:
         with extracted(Path(source), expected=EXPECTED) as root:
             log = log_read(root)
@@ -414,7 +422,7 @@ def trace_import(
                 manifests[last] = manifest
     except TaskPackageError as exc:
         raise TraceImportError(str(exc)) from exc
-    result = _score(prepared, manifests[last])
+    result = None if score_later else _score(prepared, manifests[last])
     return _run_record(
         log=log,
         version=version,
@@ -437,8 +445,9 @@ def trace_upload(
     model: str | None = None,
 ) -> Run:
     """An uploaded log's zip (the API's and the site's upload) imported as ``trace_import`` imports a path:
-    at most ``BENCH_TASK_MAX_BYTES``, under an agent of ``owner``'s unless they are staff. ``TraceImportError`` on a
-    bad upload, and nothing written (the upload's copy is removed whatever happens)."""
+    at most ``BENCH_TASK_MAX_BYTES``, under an agent of ``owner``'s unless they are staff, its final workspace
+    scored by a short job. ``TraceImportError`` on a bad upload, and nothing written (the upload's copy is removed
+    whatever happens)."""
     if upload.size > settings.BENCH_TASK_MAX_BYTES:
         raise TraceImportError(
             f"the upload is {upload.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} bytes are allowed"
@@ -455,6 +464,7 @@ def trace_upload(
             model=model,
             owner=owner,
             only_own_agents=not owner.is_staff,
+            score_later=True,
         )
     finally:
         Path(name).unlink(missing_ok=True)
@@ -483,9 +493,10 @@ def _run_record(
     snapshots: list[str],
     initial: str,
     final: str,
-    result: EvalResult,
+    result: EvalResult | None,
 ) -> Run:
-    """The run and its steps, in one transaction."""
+    """The run and its steps, in one transaction; with no ``result`` the run waits for its score, and a short job
+    that scores it is sent once the transaction commits."""
     ending = _ending(log)
     timing = {s.get("index"): s for s in log.extras.get("steps", []) if isinstance(s, dict)}
     usage = log.extras.get("usage") if isinstance(log.extras.get("usage"), dict) else {}
@@ -498,7 +509,7 @@ def _run_record(
     else:
         start = None
     final_answer = next((s for s in reversed(log.steps) if s.action == "Final Answer"), None)
-    baseline = result.paired_baseline
+    scored = _score_fields(version, result) if result is not None else {"score_pending_since": timezone.now()}
     run = Run.objects.create(
         task=version.task,
         task_version=version,
@@ -514,14 +525,6 @@ def _run_record(
         wall_seconds=wall or 0,
         steps_count=len(log.steps),
         final_answer=db_text(_final_answer(final_answer)),
-        final_score=result.score,
-        paired_baseline=baseline,
-        eval_measurements=result.measurements,
-        eval_error=db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
-        if result.score is None
-        else "",
-        improvement=version.improvement_of(result.score, baseline=baseline),
-        succeeded=version.succeeded_with(result.score, baseline=baseline),
         initial_snapshot=initial,
         final_snapshot=final,
         tokens_in=int(_number(usage.get("tokens_in")) or 0),
@@ -529,6 +532,7 @@ def _run_record(
         cost=_number(usage.get("cost")) or 0,
         cpu_seconds=_number(usage.get("cpu_seconds")) or 0,
         peak_memory_mb=_number(usage.get("peak_memory_mb")) or 0,
+        **scored,
         **ending,
     )
     steps, previous = [], start
@@ -557,4 +561,49 @@ def _run_record(
         previous = logged.timestamp
     Step.objects.bulk_create(steps)
     tags_auto(run)
+    if result is None:
+        import_score_enqueue(run.pk)
+    return run
+
+
+def _score_fields(version: TaskVersion, result: EvalResult) -> dict:
+    """A run's fields that its final score sets."""
+    baseline = result.paired_baseline
+    return {
+        "final_score": result.score,
+        "paired_baseline": baseline,
+        "eval_measurements": result.measurements,
+        "eval_error": db_text((result.error + ("\n" + result.log if result.log else ""))[-ERROR_LIMIT:])
+        if result.score is None
+        else "",
+        "improvement": version.improvement_of(result.score, baseline=baseline),
+        "succeeded": version.succeeded_with(result.score, baseline=baseline),
+    }
+
+
+def import_score(run_id: int) -> Run | None:
+    """Score an imported run that waits for its score (``Run.score_pending_since``): its final workspace with the
+    task version's eval in the sandbox, as ``trace_import`` scores one at once. The short job an upload sends, and
+    the reaper sends again when it is lost. A scoring that cannot be done (the task no longer prepares, the job's
+    time limit) is recorded as the run's evaluation error: the run then has no score, as a run of ours whose eval
+    failed. None when the run is gone; a run already scored is left as it is."""
+    run = Run.objects.select_related("task_version").filter(pk=run_id).first()
+    if run is None or run.score_pending_since is None:
+        return run
+    version = run.task_version
+    try:
+        result = _score(task_version_prepare(version), BlobStore().manifest_load(run.final_snapshot))
+    except TaskPreparationError as exc:
+        result = EvalResult(
+            score=None, error=f"task {version} could not be prepared to score the run: {exc}", log="", duration_s=0
+        )
+    except Exception as exc:  # the job's soft time limit among them: the run must not wait for ever
+        log.exception("imported run %s could not be scored", run_id)
+        result = EvalResult(
+            score=None, error=f"the run could not be scored: {type(exc).__name__}: {exc}", log="", duration_s=0
+        )
+    Run.objects.filter(pk=run_id, score_pending_since__isnull=False).update(
+        score_pending_since=None, **_score_fields(version, result)
+    )
+    run.refresh_from_db()
     return run

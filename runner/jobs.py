@@ -8,7 +8,8 @@ delivers in, and a lost message delays the queue instead of stranding a run: the
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
 run does nothing.
 
-Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, the reaper) each
+Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, an imported run's
+scoring, the reaper) each
 have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
 the worker that takes it claims the first queued run of that kind: a GPU worker (one serving only the GPU queue)
 never starts a CPU run, nor a CPU worker a GPU run.
@@ -19,6 +20,7 @@ committed."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from functools import partial
 
@@ -30,9 +32,12 @@ from django.utils import timezone
 
 from .models import Run
 
+log = logging.getLogger(__name__)
+
 EXECUTE_RUN = "runner.execute_run"
 REAP_RUNS = "runner.reap_runs"
 SCORE_STEP = "runner.score_step"
+SCORE_IMPORT = "runner.score_import"
 
 
 class QueueUnreachable(Exception):
@@ -47,7 +52,7 @@ class QueueUnreachable(Exception):
         super().__init__(message)
 
 
-#: The kind of work of the short jobs (step scoring, the reaper): no run is of it.
+#: The kind of work of the short jobs (step scoring, an imported run's scoring, the reaper): no run is of it.
 SHORT_JOBS = "short"
 
 
@@ -70,7 +75,7 @@ def queue_names() -> list[str]:
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
     """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
     queue when it is sent."""
-    if name in (REAP_RUNS, SCORE_STEP):
+    if name in (REAP_RUNS, SCORE_STEP, SCORE_IMPORT):
         return {"queue": queue_name(SHORT_JOBS)}
     return None
 
@@ -135,11 +140,41 @@ def messages_waiting(kind: str = Run.Queue.RUNS) -> int | None:
 def step_score_enqueue(step_id: int) -> None:
     """Score the workspace after one step, once the transaction that asked for it commits (``QueueUnreachable``
     from the commit if the job queue cannot be reached: nothing records the job, it can be asked for again)."""
-    transaction.on_commit(partial(step_score_send, step_id))
+    transaction.on_commit(partial(short_job_send, SCORE_STEP, step_id))
 
 
-def step_score_send(step_id: int) -> None:
+def import_score_enqueue(run_id: int) -> None:
+    """Score an imported run's final workspace once the transaction that recorded the run commits. A queue that
+    cannot be reached is only logged: the run stays waiting (``Run.score_pending_since``) with its job unsent, and
+    the reaper sends it (``imports_rescore``)."""
+
+    def send() -> None:
+        try:
+            import_score_send(run_id)
+        except QueueUnreachable as exc:
+            log.warning("imported run %s waits for its score: %s", run_id, exc)
+
+    transaction.on_commit(send)
+
+
+def import_score_send(run_id: int) -> None:
+    """Send an imported run's scoring job now and record when (``Run.sent_at``: an imported run is never queued)."""
+    short_job_send(SCORE_IMPORT, run_id)
+    Run.objects.filter(pk=run_id).update(sent_at=timezone.now())
+
+
+def short_job_send(name: str, object_id: int) -> None:
+    """Send the short job ``name`` about one object now (``QueueUnreachable`` if the job queue cannot be reached)."""
     try:
-        signature(SCORE_STEP, args=[step_id]).apply_async()
+        signature(name, args=[object_id]).apply_async()
     except kombu.exceptions.OperationalError as exc:
         raise QueueUnreachable(reason=str(exc), sent=[], unsent=[]) from exc
+
+
+def import_score_time_limit_s() -> int:
+    """How long scoring an imported run may take (its job's soft time limit): the task's preparation (cached, usually
+    done), then one evaluation, or for a timed task ``BENCH_TIMED_ROUNDS`` rounds that each re-run and evaluate both
+    the baseline and the final workspace."""
+    per_workspace = settings.BENCH_ACTION_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S
+    scoring = max(settings.BENCH_EVAL_TIMEOUT_S, 2 * settings.BENCH_TIMED_ROUNDS * per_workspace)
+    return settings.BENCH_PREPARE_TIMEOUT_S + scoring

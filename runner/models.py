@@ -286,7 +286,8 @@ class Run(models.Model):
         null=True,
         blank=True,
         help_text="When the queued run was last handed over for execution: sent to the job queue, or kept by the "
-        "process that created it (bench_run --inline). Empty while it waits to be sent (the reaper sends it again).",
+        "process that created it (bench_run --inline). Empty while it waits to be sent (the reaper sends it again). "
+        "An imported run's: when the job that scores it was last sent.",
     )
     hand_back_requested_at = models.DateTimeField(
         null=True, blank=True, help_text="The worker holding the run is stopping: hand the run back to the queue."
@@ -306,6 +307,12 @@ class Run(models.Model):
     )
 
     final_score = models.FloatField(null=True, blank=True)
+    score_pending_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="An imported run whose final workspace waits to be scored (by a short job, asked for then); empty "
+        "once scored. Rankings leave it out until then.",
+    )
     paired_baseline = models.FloatField(
         null=True, blank=True, help_text="Timed tasks: the baseline measured alongside the final score."
     )

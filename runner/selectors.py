@@ -179,8 +179,8 @@ def runs_list(
 #: What a row of a runs table (``templates/runner/_run_table.html``) shows: the rest (the run's logs and
 #: measurements, its version's problem statement and manifest, the agent's config) is left in the database.
 RUN_ROW_FIELDS = (
-    "purpose", "origin", "model", "status", "succeeded", "final_score", "improvement", "steps_count", "wall_seconds",
-    "created_at", "agent__name", "task__slug", "task_version__number",
+    "purpose", "origin", "model", "status", "succeeded", "final_score", "score_pending_since", "improvement",
+    "steps_count", "wall_seconds", "created_at", "agent__name", "task__slug", "task_version__number",
 )  # fmt: skip
 
 

@@ -16,7 +16,17 @@ from django.utils import timezone
 from .evaluation import step_score
 from .execution import run_execute_next, stopping
 from .execution.reaper import runs_reap
-from .jobs import EXECUTE_RUN, JOB_GRACE_S, REAP_RUNS, SCORE_STEP, QueueUnreachable, runs_send
+from .imports import import_score
+from .jobs import (
+    EXECUTE_RUN,
+    JOB_GRACE_S,
+    REAP_RUNS,
+    SCORE_IMPORT,
+    SCORE_STEP,
+    QueueUnreachable,
+    import_score_time_limit_s,
+    runs_send,
+)
 from .models import Run
 from .sandboxes import docker_containers_sweep
 from .workers import HeartbeatThread, worker_stopped
@@ -76,6 +86,18 @@ def score_step(step_id: int) -> None:
     """Evaluate the workspace after one step (intermediate scores for the trace's score-over-steps chart): the
     task's preparation (cached, usually done) and one evaluation at most."""
     step_score(step_id=step_id)
+
+
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    name=SCORE_IMPORT,
+    soft_time_limit=import_score_time_limit_s(),
+    time_limit=import_score_time_limit_s() + JOB_GRACE_S,
+)
+def score_import(run_id: int) -> None:
+    """Score an imported run's final workspace (an upload's run waits for it)."""
+    import_score(run_id)
 
 
 def _stopping_marker(pid: int) -> Path:

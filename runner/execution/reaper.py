@@ -1,7 +1,8 @@
 """The reaper: live runs whose worker stopped sending heartbeats are queued again (the new attempt resumes from
 the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs whose
-message the job queue lost, or that could not be sent (it was unreachable), are sent again; scratch folders
-that outlived their run's attempt are removed; workers not heard of for days are forgotten."""
+message the job queue lost, or that could not be sent (it was unreachable), are sent again, and so are the scoring
+jobs of imported runs that still wait for their score; scratch folders that outlived their run's attempt are
+removed; workers not heard of for days are forgotten."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..evaluation import STEP_SCORE_SCRATCH
-from ..jobs import QueueUnreachable, messages_waiting, run_enqueue, runs_send
+from ..jobs import (
+    JOB_GRACE_S,
+    QueueUnreachable,
+    import_score_send,
+    import_score_time_limit_s,
+    messages_waiting,
+    run_enqueue,
+    runs_send,
+)
 from ..models import Run
 from ..snapshots import remove_tree
 from ..workers import workers_forget
@@ -30,7 +39,7 @@ def runs_reap(
     *, stale_after_s: float | None = None, max_attempts: int | None = None, resend_after_s: float | None = None
 ) -> dict[str, list[int]]:
     """Re-queue or fail the runs on a worker whose heartbeat is older than ``stale_after_s``; send again the
-    queued runs not sent for ``resend_after_s``."""
+    queued runs not sent for ``resend_after_s``, and the imported runs' lost scoring jobs (``imports_rescore``)."""
     stale_after_s = stale_after_s if stale_after_s is not None else settings.BENCH_HEARTBEAT_STALE_S
     max_attempts = max_attempts if max_attempts is not None else settings.BENCH_RUN_MAX_ATTEMPTS
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
@@ -57,8 +66,37 @@ def runs_reap(
             fail_validation_if_needed(run)
             failed.append(run.pk)
     resent = [] if queue_down else runs_resend(resend_after_s=resend_after_s)
+    rescored = [] if queue_down else imports_rescore(resend_after_s=resend_after_s)
     swept = [str(path) for path in scratch_sweep()]
-    return {"requeued": requeued, "failed": failed, "resent": resent, "swept": swept, "forgotten": workers_forget()}
+    forgotten = workers_forget()
+    return {
+        "requeued": requeued,
+        "failed": failed,
+        "resent": resent,
+        "rescored": rescored,
+        "swept": swept,
+        "forgotten": forgotten,
+    }
+
+
+def imports_rescore(*, resend_after_s: float | None = None) -> list[int]:
+    """Send again the scoring jobs of imported runs that wait for their score: a job never sent (the job queue was
+    unreachable) once ``resend_after_s`` has passed, and one sent longer ago than it can last (its worker died or
+    the queue lost it). The ids of the runs sent for."""
+    resend_after_s = resend_after_s if resend_after_s is not None else settings.BENCH_RESEND_AFTER_S
+    now = timezone.now()
+    never_sent = Q(sent_at__isnull=True, score_pending_since__lt=now - timedelta(seconds=resend_after_s))
+    outlived = Q(sent_at__lt=now - timedelta(seconds=import_score_time_limit_s() + 2 * JOB_GRACE_S))
+    waiting = Run.objects.filter(score_pending_since__isnull=False).filter(never_sent | outlived)
+    sent: list[int] = []
+    for run_id in waiting.order_by("score_pending_since").values_list("pk", flat=True):
+        try:
+            import_score_send(run_id)
+        except QueueUnreachable as exc:
+            log.warning("%s", exc)
+            break
+        sent.append(run_id)
+    return sent
 
 
 def scratch_sweep() -> list[Path]:

@@ -11,7 +11,7 @@ from bench.celery import app as celery_app
 from runner.execution import run_claim_next
 from runner.execution.reaper import runs_resend
 from runner.execution.validation import task_version_validate_queue
-from runner.jobs import messages_waiting, queue_name, queue_names, step_score_send
+from runner.jobs import SCORE_IMPORT, SCORE_STEP, messages_waiting, queue_name, queue_names, short_job_send
 from runner.services import run_create, run_fork
 from task_bank.services import task_import
 
@@ -91,10 +91,11 @@ def test_a_message_claims_the_first_queued_run_of_its_kind_only(tiny_task, gpu_t
 def test_short_jobs_go_to_the_short_queue(tiny_task, redis_queues):
     run = run_create(task=tiny_task.task, agent=AgentFactory(), enqueue=False)
     step = StepFactory(run=run, index=0)
-    step_score_send(step.pk)
+    short_job_send(SCORE_STEP, step.pk)
+    short_job_send(SCORE_IMPORT, run.pk)
     celery_app.send_task("runner.reap_runs")
     jobs = [name for name, _, _ in messages(redis_queues, queue_name("short"))]
-    assert jobs == ["runner.score_step", "runner.reap_runs"]
+    assert jobs == ["runner.score_step", "runner.score_import", "runner.reap_runs"]
     assert redis_queues.llen(queue_name("runs")) == 0
 
 
@@ -118,7 +119,7 @@ def test_the_reaper_counts_and_resends_each_queue_apart(
 
 def test_every_job_has_a_time_limit_and_runs_are_acknowledged_late():
     jobs = {name: task for name, task in celery_app.tasks.items() if name.startswith("runner.")}
-    assert set(jobs) == {"runner.execute_run", "runner.score_step", "runner.reap_runs"}
+    assert set(jobs) == {"runner.execute_run", "runner.score_step", "runner.score_import", "runner.reap_runs"}
     for name, task in jobs.items():
         assert task.soft_time_limit and task.time_limit > task.soft_time_limit, name
     assert celery_app.tasks["runner.execute_run"].acks_late

@@ -133,7 +133,14 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
 
     result = runs_reap(stale_after_s=60)
 
-    assert result == {"requeued": [dead.pk], "failed": [dead_twice.pk], "resent": [], "swept": [], "forgotten": []}
+    assert result == {
+        "requeued": [dead.pk],
+        "failed": [dead_twice.pk],
+        "resent": [],
+        "rescored": [],
+        "swept": [],
+        "forgotten": [],
+    }
     assert Run.objects.get(pk=dead.pk).status == "queued"
     failed = Run.objects.get(pk=dead_twice.pk)
     assert failed.status == "failed" and failed.failure_kind == "infrastructure"
@@ -242,7 +249,7 @@ def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, bas
 
     # still down: the dead worker's run is queued again but not sent; nothing is lost
     reaped = runs_reap(stale_after_s=60, resend_after_s=0)
-    assert reaped == {"requeued": [dead.pk], "failed": [], "resent": [], "swept": [], "forgotten": []}
+    assert reaped == {"requeued": [dead.pk], "failed": [], "resent": [], "rescored": [], "swept": [], "forgotten": []}
     assert list(Run.objects.order_by("pk").values_list("status", "sent_at")) == [("queued", None)] * 3
     assert runs_reap()["resent"] == []  # up or not, a run queued just now is not sent again yet
 

@@ -1,0 +1,54 @@
+"""Uploaded logs scored by a real worker: one upload's job sent at once, another's sent by the reaper because the
+job queue was down when it was uploaded (the upload itself still succeeded)."""
+
+import time
+
+import pytest
+from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from runner.execution.reaper import imports_rescore
+from runner.models import Run
+
+from ..brokers import closed_port_url, use_broker
+from ..runner.test_trace_import import write_log, zip_folder
+from .conftest import start_worker, stop_worker
+
+pytestmark = pytest.mark.integration
+
+
+def upload(client, data: bytes) -> Run:
+    response = client.post(
+        "/api/v1/traces/",
+        {"log": SimpleUploadedFile("run.zip", data, "application/zip"), "task": "tiny", "agent": "my-agent"},
+    )
+    assert response.status_code == 201, response.content
+    return Run.objects.get(pk=response.json()["id"])
+
+
+def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(worker_env, tiny_task, client, people, tmp_path):
+    cache.clear()
+    log_zip = zip_folder(write_log(tmp_path / "run-a"), tmp_path / "run-a.zip").read_bytes()
+    client.force_login(people["stranger"])
+    use_broker(closed_port_url())
+    try:
+        missed = upload(client, log_zip)
+    finally:
+        use_broker(worker_env["CELERY_BROKER_URL"])
+    assert missed.sent_at is None
+
+    # A worker serving only the short jobs' queue.
+    worker = start_worker(worker_env, tmp_path / "worker.log", worker_env["CELERY_QUEUE"], kinds=("-short",))
+    try:
+        sent = upload(client, log_zip)
+        assert imports_rescore(resend_after_s=0) == [missed.pk]
+        deadline = time.monotonic() + 240
+        while Run.objects.filter(score_pending_since__isnull=False).exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        stop_worker(worker)
+
+    for run in (missed, sent):
+        run.refresh_from_db()
+        assert (run.score_pending_since, run.final_score, run.eval_error) == (None, 7.0, ""), run.pk
+    assert b"runner.score_import" in (tmp_path / "worker.log").read_bytes()
