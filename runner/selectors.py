@@ -85,10 +85,12 @@ ORIGINS = {"verified": Run.VERIFIED, "self-reported": ~Run.VERIFIED}
 
 
 def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Annotate ``queue_position``: for a queued run, its place in the queue of all queued runs (1 starts next,
-    whoever may see the runs ahead); None for any other run."""
+    """Annotate ``queue_position``: for a queued run, its place among the queued runs of its kind (``Run.queue``:
+    a GPU run waits only behind GPU runs, a worker of each kind claiming the first of its own; 1 starts next, whoever
+    may see the runs ahead); None for any other run."""
     ahead = (
         Run.objects.filter(status=Run.Status.QUEUED, created_at__lte=OuterRef("created_at"))  # the index's range
+        .filter(queue=OuterRef("queue"))
         .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk")))
         .order_by()
         .values("status")
@@ -108,8 +110,9 @@ def queue_position(run: Run) -> int | None:
 
 def queue_positions_fill(runs: list[Run]) -> list[Run]:
     """Set ``queue_position`` on each run of a page (as ``with_queue_position`` annotates it: a queued run's place
-    among all queued runs, None for any other run) with one query for the page, not one count per run: the queued
-    runs numbered in ``Run.QUEUE_ORDER`` up to the page's newest queued run, read from the queue's index."""
+    among the queued runs of its kind, None for any other run) with one query for the page, not one count per run:
+    the queued runs of each kind numbered in ``Run.QUEUE_ORDER`` up to the page's newest queued run, read from the
+    queue's index."""
     for run in runs:
         run.queue_position = None
     queued = {run.pk: run for run in runs if run.status == Run.Status.QUEUED}
@@ -119,8 +122,8 @@ def queue_positions_fill(runs: list[Run]) -> list[Run]:
     ids = ", ".join(["%s"] * len(queued))
     table = connection.ops.quote_name(Run._meta.db_table)
     sql = (
-        f"SELECT id, place FROM (SELECT id, row_number() OVER (ORDER BY created_at, id) AS place FROM {table} "
-        f"WHERE status = %s AND created_at <= %s) AS queue WHERE id IN ({ids})"
+        "SELECT id, place FROM (SELECT id, row_number() OVER (PARTITION BY queue ORDER BY created_at, id) AS place "
+        f"FROM {table} WHERE status = %s AND created_at <= %s) AS queued WHERE id IN ({ids})"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [Run.Status.QUEUED, newest, *queued])

@@ -123,6 +123,15 @@ def test_queued_runs_show_their_place_in_the_queue(client, tiny_task):
     assert "#1 in queue" in client.get("/runs/").content.decode()
 
 
+def test_a_run_waits_only_behind_runs_of_its_kind(client, tiny_task):
+    """A GPU worker claims only GPU runs and a CPU worker only the others: each kind's places are counted apart."""
+    gpu, cpu, gpu_after, cpu_after = queued(tiny_task, 4)
+    Run.objects.filter(pk__in=[gpu.pk, gpu_after.pk]).update(queue=Run.Queue.GPU)
+    positions = {run.pk: run.queue_position for run in queue_positions_fill(list(runs_list(viewer=None)))}
+    assert positions == {gpu.pk: 1, cpu.pk: 1, gpu_after.pk: 2, cpu_after.pk: 2}
+    assert [client.get(f"/api/v1/runs/{run.pk}/").json()["queue_position"] for run in (cpu, gpu_after)] == [1, 2]
+
+
 def test_a_page_counts_its_runs_places_in_one_query_with_runs_it_does_not_list_in_between(
     client, tiny_task, tmp_path, django_assert_num_queries
 ):
