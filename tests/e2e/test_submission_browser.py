@@ -2,7 +2,6 @@
 example agent, asks for runs on a small task, staff approve them in the browser, the worker executes them, and the
 agent's row appears on the leaderboard (which counts verified runs only), its runs marked verified."""
 
-import time
 import zipfile
 from pathlib import Path
 
@@ -13,22 +12,12 @@ from django.test import Client
 from runner.models import Batch, Run
 
 from ..integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures
+from ..waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "example-agent"
 PASSWORD = "correct horse battery 9"
-
-
-def wait_for(condition, timeout_s: float, what: str):
-    """Poll ``condition`` until it is true (a bound on waiting, not an assertion on speed)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 @pytest.mark.timeout(600)

@@ -1,8 +1,6 @@
 """GPU runs on their own queue, with real workers: a worker serving the CPU queues never starts a GPU run (it
 waits), and a worker serving the GPU queue alone starts it and no CPU run."""
 
-import time
-
 import pytest
 
 from runner.models import Run
@@ -10,6 +8,7 @@ from runner.services import run_create
 from task_bank.services import task_import
 
 from ..factories import TINY_FILES, AgentFactory, package_write
+from ..waiting import wait_for
 from .conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
@@ -18,15 +17,6 @@ FINAL = [
     {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": "3"}},
     {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
 ]
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def status(run: Run) -> str:

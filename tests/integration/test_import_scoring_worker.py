@@ -1,29 +1,19 @@
 """Uploaded logs scored by a real worker: one upload's job sent at once, another's sent by the reaper because the
 job queue was down when it was uploaded (the upload itself still succeeded)."""
 
-import time
-
 import pytest
 from django.core.cache import cache
-from django.core.files.uploadedfile import SimpleUploadedFile
 
 from runner.execution.reaper import imports_rescore
 from runner.models import Run
 
 from ..brokers import closed_port_url, use_broker
+from ..runner.test_import_scoring import upload
 from ..runner.test_trace_import import write_log, zip_folder
+from ..waiting import wait_for
 from .conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
-
-
-def upload(client, data: bytes) -> Run:
-    response = client.post(
-        "/api/v1/traces/",
-        {"log": SimpleUploadedFile("run.zip", data, "application/zip"), "task": "tiny", "agent": "my-agent"},
-    )
-    assert response.status_code == 201, response.content
-    return Run.objects.get(pk=response.json()["id"])
 
 
 def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(worker_env, tiny_task, client, people, tmp_path):
@@ -42,9 +32,8 @@ def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(worker_env,
     try:
         sent = upload(client, log_zip)
         assert imports_rescore(resend_after_s=0) == [missed.pk]
-        deadline = time.monotonic() + 240
-        while Run.objects.filter(score_pending_since__isnull=False).exists() and time.monotonic() < deadline:
-            time.sleep(0.5)
+        waiting = Run.objects.filter(score_pending_since__isnull=False)
+        wait_for(lambda: not waiting.exists(), 240, "both runs to be scored")
     finally:
         stop_worker(worker)
 

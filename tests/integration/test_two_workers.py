@@ -6,7 +6,6 @@ again, it finishes, and nothing in the batch is counted twice."""
 import os
 import re
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from runner.models import Run, Step
 from runner.services import batch_create
 
 from ..factories import AgentFactory, validate_now
+from ..waiting import wait_for
 from .conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
@@ -42,16 +42,6 @@ def validated(version):
     version.refresh_from_db()
     assert version.status == "ready", (version.status, version.baseline_scores)
     return version
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ends_logged(*logs: Path) -> Counter:

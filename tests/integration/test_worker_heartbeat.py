@@ -12,21 +12,12 @@ from runner.models import Run, Worker
 from runner.services import run_create
 
 from ..factories import AgentFactory
+from ..waiting import wait_for
 from .conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 
 SLOW = "import time\ntime.sleep(30)\n"
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def worker_row() -> Worker | None:

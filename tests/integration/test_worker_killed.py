@@ -3,7 +3,6 @@ attempt resumes from the last committed step, and every step is recorded exactly
 
 import os
 import signal
-import time
 
 import pytest
 
@@ -11,6 +10,7 @@ from runner.models import Run, Step
 from runner.services import run_create
 
 from ..factories import AgentFactory
+from ..waiting import wait_for
 from .conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
@@ -20,16 +20,6 @@ SLOW = "import time\ntime.sleep(1.5)\nprint('slept')\n"
 
 def act(action: str, **args) -> dict:
     return {"type": "act", "action": action, "input": args}
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_run_survives_its_worker_being_killed(worker_env, celery_test_queue, tiny_task, tmp_path):
