@@ -17,7 +17,6 @@ names a model or an endpoint is refused at import.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -30,7 +29,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from task_bank.archive import extracted
+from task_bank.archive import extracted, upload_saved
 from task_bank.package import TaskPackageError, iter_files, package_digest
 
 from .agent_smoke import AgentSmokeError, agent_smoke_test
@@ -208,18 +207,12 @@ def agent_upload(
         )
     if visibility not in Agent.Visibility.values:
         raise AgentPackageError(f"visibility {visibility!r}: expected one of {', '.join(Agent.Visibility.values)}")
-    fd, name = tempfile.mkstemp(prefix="agent-upload-", suffix=".zip")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in upload.chunks():
-                out.write(chunk)
+    with upload_saved(upload, prefix="agent-upload-") as path:
         return agent_import(
-            source=Path(name),
+            source=path,
             owner=submitter,
             visibility=visibility,
             description=description.strip() or None,
             only_own_names=True,
             smoke_test=True,
         )
-    finally:
-        Path(name).unlink(missing_ok=True)

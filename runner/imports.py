@@ -20,9 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +31,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from task_bank.archive import extracted
+from task_bank.archive import extracted, upload_saved
 from task_bank.models import Task, TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
@@ -452,13 +450,9 @@ def trace_upload(
         raise TraceImportError(
             f"the upload is {upload.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} bytes are allowed"
         )
-    fd, name = tempfile.mkstemp(prefix="trace-upload-", suffix=".zip")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in upload.chunks():
-                out.write(chunk)
+    with upload_saved(upload, prefix="trace-upload-") as path:
         return trace_import(
-            source=Path(name),
+            source=path,
             task_slug=task_slug,
             agent_name=agent_name,
             model=model,
@@ -466,8 +460,6 @@ def trace_upload(
             only_own_agents=not owner.is_staff,
             score_later=True,
         )
-    finally:
-        Path(name).unlink(missing_ok=True)
 
 
 def _final_answer(step: LoggedStep | None) -> str:

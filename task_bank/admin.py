@@ -8,6 +8,7 @@ from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 
+from .archive import upload_saved
 from .forms import TaskImportForm
 from .models import Task, TaskVersion
 from .package import MetricDirectionUnknown, TaskPackageError
@@ -96,11 +97,7 @@ class TaskAdmin(admin.ModelAdmin):
         form = TaskImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["package"]
-            with tempfile.TemporaryDirectory(prefix="upload-") as tmp:
-                zip_path = Path(tmp) / "package.zip"
-                with open(zip_path, "wb") as out:
-                    for chunk in upload.chunks():
-                        out.write(chunk)
+            with upload_saved(upload, prefix="task-upload-") as zip_path:
                 try:
                     version, created = task_import_source(
                         source=zip_path,

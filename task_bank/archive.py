@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 
 from .package import IGNORED_NAMES, TaskPackageError, iter_files
 
@@ -140,6 +144,20 @@ def archive_create(root: Path, out: Path, *, prefix: str) -> int:
                 shutil.copyfileobj(src, dst, 1 << 20)
             count += 1
     return count
+
+
+@contextmanager
+def upload_saved(upload: UploadedFile, *, prefix: str) -> Iterator[Path]:
+    """``with upload_saved(upload, prefix=...) as path:`` an uploaded file (the page's or the API's) written to a
+    temporary file, streamed chunk by chunk, and removed afterwards whatever happens."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=Path(upload.name or "").suffix or ".zip")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 class extracted:  # noqa: N801 - used as a context manager, reads like a function
