@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from bench.celery import app as celery_app
+from runner.jobs import queue_names
 
 from ..brokers import use_broker as _use_broker
 
@@ -69,9 +71,12 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def redis_broker(celery_test_queue):
-    """Point this process's Celery app at Redis (the worker under test listens there)."""
+    """Point this process's Celery app at Redis (the worker under test listens there), with this session's queues
+    emptied first: a message left by an earlier test (whose run is gone with its database) would otherwise claim
+    this test's run, the first queued, under that message's own time limits."""
     old = celery_app.conf.broker_url
     _use_broker(REDIS_URL)
+    redis.Redis.from_url(REDIS_URL).delete(*queue_names())
     yield REDIS_URL
     _use_broker(old)
 
