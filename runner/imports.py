@@ -109,6 +109,30 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+#: Seconds since the epoch that a date can be made of (up to the year 9999).
+LATEST_TIMESTAMP = 253_402_300_799.0
+#: The bounds of what a log may say of a run's use, as the run's fields can hold them.
+USAGE_BOUNDS = {
+    "tokens_in": 2**31 - 1,
+    "tokens_out": 2**31 - 1,
+    "cost": 999_999.0,
+    "cpu_seconds": 1e9,
+    "peak_memory_mb": 1e9,
+    "wall_seconds": 1e9,
+}
+
+
+def _bounded(value: object, where: str, *, high: float, low: float = 0.0) -> float | None:
+    """A number the log gives, or None when it gives none; ``TraceImportError`` when it gives one that is not a
+    finite number from ``low`` to ``high``."""
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None or not low <= number <= high:
+        raise TraceImportError(f"{where} is {str(value)[:40]!r}; expected a number from {low:g} to {high:g}")
+    return number
+
+
 def _logged_step(raw: object, where: str) -> LoggedStep:
     """One entry of trace.json's steps or low_level_steps: {action: {name, args}, observation, timestamp}."""
     if not isinstance(raw, dict):
@@ -119,7 +143,7 @@ def _logged_step(raw: object, where: str) -> LoggedStep:
     observation = raw.get("observation", "")
     if not isinstance(observation, str):
         raise TraceImportError(f"trace.json: {where}'s observation is not a string")
-    timestamp = _number(raw.get("timestamp"))
+    timestamp = _bounded(raw.get("timestamp"), f"trace.json: {where}'s timestamp", high=LATEST_TIMESTAMP)
     if timestamp is None:
         raise TraceImportError(f"trace.json: {where} has no timestamp (seconds since the epoch, a number)")
     entries = raw.get("entries", {})
@@ -144,10 +168,7 @@ def _in_order(steps: list[LoggedStep], kind: str) -> None:
 def trace_parse(text: str) -> tuple[list[LoggedStep], str]:
     """trace.json's steps (with their low-level steps, each given to the step it was taken in: the first step
     that ended at or after it) and its task description."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TraceImportError(f"trace.json does not parse as JSON: {exc}") from None
+    data = _json_parse(text, TRACE_FILE)
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise TraceImportError(
             "trace.json has no list of steps; expected MLAgentBench's trace (steps, low_level_steps, action_infos, "
@@ -176,6 +197,35 @@ def trace_parse(text: str) -> tuple[list[LoggedStep], str]:
     return steps, description if isinstance(description, str) else ""
 
 
+def _json_parse(text: str, name: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceImportError(f"{name} does not parse as JSON: {exc}") from None
+    except RecursionError:
+        raise TraceImportError(f"{name} nests lists or objects too deeply to be read") from None
+
+
+def _extras_check(extras: dict) -> None:
+    """What this platform's run record says of each step and of the run's use, checked before anything is stored:
+    numbers in the range their fields hold (``TraceImportError`` naming the first that is not)."""
+    steps = extras.get("steps", [])
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        raise TraceImportError(f"{EXTRAS}: steps is not a list of objects")
+    for i, step in enumerate(steps):
+        index = step.get("index")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_STEPS:
+            raise TraceImportError(f"{EXTRAS}: steps[{i}].index is {str(index)[:40]!r}; expected a step's index")
+        _bounded(step.get("started_at"), f"{EXTRAS}: steps[{i}].started_at", high=LATEST_TIMESTAMP)
+        for key in ("tokens_in", "tokens_out", "cost"):
+            _bounded(step.get(key), f"{EXTRAS}: steps[{i}].{key}", high=USAGE_BOUNDS[key])
+    usage = extras.get("usage", {})
+    if not isinstance(usage, dict):
+        raise TraceImportError(f"{EXTRAS}: usage is not an object")
+    for key, high in USAGE_BOUNDS.items():
+        _bounded(usage.get(key), f"{EXTRAS}: usage.{key}", high=high)
+
+
 def _text_file(path: Path, limit: int = ERROR_LIMIT) -> str:
     return path.read_bytes()[-limit:].decode("utf-8", errors="replace")
 
@@ -183,6 +233,12 @@ def _text_file(path: Path, limit: int = ERROR_LIMIT) -> str:
 def log_read(root: Path) -> Log:
     """Read and check an unpacked log (``TraceImportError`` on anything wrong)."""
     env_log = _env_log(root)
+    size = (env_log / TRACE_FILE).stat().st_size
+    if size > settings.BENCH_TRACE_JSON_MAX_BYTES:
+        raise TraceImportError(
+            f"{TRACE_FILE} is {size} bytes; at most {settings.BENCH_TRACE_JSON_MAX_BYTES} bytes are read "
+            "(BENCH_TRACE_JSON_MAX_BYTES)"
+        )
     try:
         text = (env_log / TRACE_FILE).read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -208,19 +264,22 @@ def log_read(root: Path) -> Log:
     overall_time = None
     if (env_log / OVERALL_TIME).is_file():
         overall_time = _number(_float_or_none(_text_file(env_log / OVERALL_TIME, 100)))
-        if overall_time is None or overall_time < 0:
-            raise TraceImportError(f"{OVERALL_TIME} does not hold a number of seconds")
+        if overall_time is None or not 0 <= overall_time <= USAGE_BOUNDS["wall_seconds"]:
+            raise TraceImportError(
+                f"{OVERALL_TIME} does not hold a number of seconds (from 0 to {USAGE_BOUNDS['wall_seconds']:g})"
+            )
     error = _text_file(env_log / ERROR_FILE) if (env_log / ERROR_FILE).is_file() else None
     extras = {}
     places = [env_log.parent / EXTRAS] if env_log != root else []  # never a file outside the log
     for place in [*places, env_log / EXTRAS]:
         if place.is_file():
             try:
-                extras = json.loads(place.read_text(encoding="utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise TraceImportError(f"{EXTRAS} does not parse as JSON: {exc}") from None
+                extras = _json_parse(place.read_text(encoding="utf-8"), EXTRAS)
+            except UnicodeDecodeError as exc:
+                raise TraceImportError(f"{EXTRAS} is not UTF-8 text: {exc}") from None
             if not isinstance(extras, dict) or extras.get("format") != EXTRAS_FORMAT:
                 raise TraceImportError(f"{EXTRAS} is not this platform's run record (format {EXTRAS_FORMAT!r})")
+            _extras_check(extras)
             break
     return Log(env_log, steps, description, step_dirs, final_dir, overall_time, error, extras)
 
@@ -276,11 +335,25 @@ def _agent_spec(log: Log, agent_name: str | None) -> tuple[str, str | None]:
     return name, (str(version)[:40] if version else None)
 
 
-def _agent_check_owner(name: str, version: str | None, owner: AbstractBaseUser | None) -> None:
-    existing = Agent.objects.filter(name=name, **({"version": version} if version else {}))
-    if existing.exclude(owner=owner).exists() if owner is not None else existing.exists():
+def _agent_check(name: str, version: str | None, owner: AbstractBaseUser | None, *, only_own: bool) -> None:
+    """Who may file a run under which agent. With ``only_own``, every version of the name must be ``owner``'s (a
+    name is one agent: a new version under someone else's name would become that agent's newest, shown as theirs
+    and run in their place). A version the platform does not have is made only for an agent made by imports: an
+    agent with code here gets its versions from uploads, never from a log."""
+    versions = Agent.objects.filter(name=name)
+    if only_own and (versions.exclude(owner=owner).exists() if owner is not None else versions.exists()):
         raise TraceImportError(
             f"agent {name!r} is not yours: runs can be imported under an agent you own or a new name (--agent)"
+        )
+    if (
+        version
+        and not versions.filter(version=version).exists()
+        and versions.exclude(kind=Agent.Kind.EXTERNAL).exists()
+    ):
+        known = ", ".join(versions.order_by("created_at").values_list("version", flat=True))
+        raise TraceImportError(
+            f"agent {name!r} has no version {version!r} (its versions: {known}); a log's run is filed under a version "
+            "it has, or under a new name: only an agent made by imports gets new versions from a log"
         )
 
 
@@ -332,7 +405,7 @@ def _score(prepared: PreparedTask, manifest: Manifest) -> EvalResult:
         script=version.script_name,
         outputs=tuple(version.script_outputs),
         limits=Limits(memory_mb=int(version.resources.get("memory_mb", 4096))),
-        timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+        timeout_s=min(settings.BENCH_ACTION_TIMEOUT_S, settings.BENCH_IMPORT_RERUN_TIMEOUT_S),
     )
     return evaluate_paired(
         prepared,
@@ -395,8 +468,7 @@ def trace_import(
             log = log_read(root)
             version = _task_version(log, task_slug)
             name, agent_version = _agent_spec(log, agent_name)
-            if only_own_agents:
-                _agent_check_owner(name, agent_version, owner)
+            _agent_check(name, agent_version, owner, only_own=only_own_agents)
             try:
                 prepared = task_version_prepare(version)
             except TaskPreparationError as exc:
@@ -471,7 +543,7 @@ def _final_answer(step: LoggedStep | None) -> str:
 
 
 def _when(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
+    return datetime.fromtimestamp(min(timestamp, LATEST_TIMESTAMP), tz=UTC)
 
 
 @transaction.atomic
@@ -509,6 +581,7 @@ def _run_record(
         model=model[:200],
         origin=Run.Origin.IMPORTED,
         purpose=Run.Purpose.BENCHMARK,
+        queue=Run.queue_for(version=version),
         max_steps=max(version.max_steps, len(log.steps)),
         max_time_s=version.max_time_s,
         attempt=1,

@@ -8,11 +8,12 @@ delivers in, and a lost message delays the queue instead of stranding a run: the
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
 run does nothing.
 
-Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, an imported run's
-scoring, the reaper) each
+Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, the reaper) each
 have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
 the worker that takes it claims the first queued run of that kind: a GPU worker (one serving only the GPU queue)
-never starts a CPU run, nor a CPU worker a GPU run.
+never starts a CPU run, nor a CPU worker a GPU run. An imported run's scoring job goes to its kind's queue too (it
+can re-run the uploaded script: run-sized work); the reaper's count of a queue's messages then includes it, which
+at most delays a resend by one pass.
 
 A run is sent after the transaction that wrote it commits, and ``Run.sent_at`` records when. When the job queue
 cannot be reached, the run stays queued with ``sent_at`` empty and ``QueueUnreachable`` is raised to whoever
@@ -52,7 +53,8 @@ class QueueUnreachable(Exception):
         super().__init__(message)
 
 
-#: The kind of work of the short jobs (step scoring, an imported run's scoring, the reaper): no run is of it.
+#: The kind of work of the short jobs (step scoring, the reaper): no run is of it. (An imported run's scoring goes
+#: to the queue of its kind of run: ``import_score_send``.)
 SHORT_JOBS = "short"
 
 
@@ -75,7 +77,7 @@ def queue_names() -> list[str]:
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
     """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
     queue when it is sent."""
-    if name in (REAP_RUNS, SCORE_STEP, SCORE_IMPORT):
+    if name in (REAP_RUNS, SCORE_STEP):
         return {"queue": queue_name(SHORT_JOBS)}
     return None
 
@@ -158,8 +160,14 @@ def import_score_enqueue(run_id: int) -> None:
 
 
 def import_score_send(run_id: int) -> None:
-    """Send an imported run's scoring job now and record when (``Run.sent_at``: an imported run is never queued)."""
-    short_job_send(SCORE_IMPORT, run_id)
+    """Send an imported run's scoring job now, to the queue of its kind of run (``Run.queue``), and record when
+    (``Run.sent_at``: an imported run is never queued). Not a short job: for a timed task it re-runs the uploaded
+    script, work the size of a run's, which must not hold up the reaper on the short queue."""
+    kind = Run.objects.filter(pk=run_id).values_list("queue", flat=True).first() or Run.Queue.RUNS
+    try:
+        signature(SCORE_IMPORT, args=[run_id]).apply_async(queue=queue_name(kind))
+    except kombu.exceptions.OperationalError as exc:
+        raise QueueUnreachable(reason=str(exc), sent=[], unsent=[]) from exc
     Run.objects.filter(pk=run_id).update(sent_at=timezone.now())
 
 
@@ -173,8 +181,9 @@ def short_job_send(name: str, object_id: int) -> None:
 
 def import_score_time_limit_s() -> int:
     """How long scoring an imported run may take (its job's soft time limit): the task's preparation (cached, usually
-    done), then one evaluation, or for a timed task ``BENCH_TIMED_ROUNDS`` rounds that each re-run and evaluate both
-    the baseline and the final workspace."""
-    per_workspace = settings.BENCH_ACTION_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S
+    done), then one evaluation, or for a timed task ``BENCH_TIMED_ROUNDS`` rounds that each re-run (for at most
+    ``BENCH_IMPORT_RERUN_TIMEOUT_S``) and evaluate both the baseline and the final workspace."""
+    rerun = min(settings.BENCH_ACTION_TIMEOUT_S, settings.BENCH_IMPORT_RERUN_TIMEOUT_S)
+    per_workspace = rerun + settings.BENCH_EVAL_TIMEOUT_S
     scoring = max(settings.BENCH_EVAL_TIMEOUT_S, 2 * settings.BENCH_TIMED_ROUNDS * per_workspace)
     return settings.BENCH_PREPARE_TIMEOUT_S + scoring

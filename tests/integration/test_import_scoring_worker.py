@@ -27,8 +27,8 @@ def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(worker_env,
         use_broker(worker_env["CELERY_BROKER_URL"])
     assert missed.sent_at is None
 
-    # A worker serving only the short jobs' queue.
-    worker = start_worker(worker_env, tmp_path / "worker.log", worker_env["CELERY_QUEUE"], kinds=("-short",))
+    # A worker serving only the agent runs' queue, where a CPU task's import is scored.
+    worker = start_worker(worker_env, tmp_path / "worker.log", worker_env["CELERY_QUEUE"], kinds=("",))
     try:
         sent = upload(client, log_zip)
         assert imports_rescore(resend_after_s=0) == [missed.pk]

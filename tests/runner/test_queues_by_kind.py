@@ -11,7 +11,14 @@ from bench.celery import app as celery_app
 from runner.execution import run_claim_next
 from runner.execution.reaper import runs_resend
 from runner.execution.validation import task_version_validate_queue
-from runner.jobs import SCORE_IMPORT, SCORE_STEP, messages_waiting, queue_name, queue_names, short_job_send
+from runner.jobs import (
+    SCORE_STEP,
+    import_score_send,
+    messages_waiting,
+    queue_name,
+    queue_names,
+    short_job_send,
+)
 from runner.services import run_create, run_fork
 from task_bank.services import task_import
 
@@ -92,11 +99,21 @@ def test_short_jobs_go_to_the_short_queue(tiny_task, redis_queues):
     run = run_create(task=tiny_task.task, agent=AgentFactory(), enqueue=False)
     step = StepFactory(run=run, index=0)
     short_job_send(SCORE_STEP, step.pk)
-    short_job_send(SCORE_IMPORT, run.pk)
     celery_app.send_task("runner.reap_runs")
     jobs = [name for name, _, _ in messages(redis_queues, queue_name("short"))]
-    assert jobs == ["runner.score_step", "runner.score_import", "runner.reap_runs"]
+    assert jobs == ["runner.score_step", "runner.reap_runs"]
     assert redis_queues.llen(queue_name("runs")) == 0
+
+
+def test_an_imported_runs_scoring_goes_to_the_queue_of_its_kind_of_run(tiny_task, gpu_task, redis_queues):
+    """It re-runs the uploaded script for a timed task: run-sized work, kept off the short queue and its reaper."""
+    cpu = run_create(task=tiny_task.task, agent=AgentFactory(), enqueue=False)
+    gpu = run_create(task=gpu_task.task, agent=AgentFactory(), enqueue=False)
+    import_score_send(cpu.pk)
+    import_score_send(gpu.pk)
+    assert messages(redis_queues, queue_name("runs")) == [("runner.score_import", [cpu.pk], {})]
+    assert messages(redis_queues, queue_name("gpu")) == [("runner.score_import", [gpu.pk], {})]
+    assert redis_queues.llen(queue_name("short")) == 0
 
 
 def test_the_reaper_counts_and_resends_each_queue_apart(

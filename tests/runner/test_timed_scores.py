@@ -1,6 +1,7 @@
 """Timed tasks: the final score is measured paired with the baseline, on the same worker, alternately, with the
 starter script run afresh each time; so noise does not decide success and a planted timing file counts for nothing."""
 
+import json
 import textwrap
 
 import pytest
@@ -93,3 +94,23 @@ def test_a_planted_timing_file_is_timed_again(timed_task):
 
     assert run.final_score > 0.8  # the script ran again; the planted number was removed first
     assert run.succeeded is False
+
+
+def test_an_imported_logs_script_is_re_run_for_at_most_the_import_bound(timed_task, tmp_path, settings):
+    """A log's uploader is not approved as an agent is: the script re-run to time an imported run's final workspace
+    is cut at BENCH_IMPORT_RERUN_TIMEOUT_S, not at the action timeout an agent's script gets."""
+    from runner.imports import trace_import
+
+    settings.BENCH_IMPORT_RERUN_TIMEOUT_S = 2
+    env_log = tmp_path / "log" / "env_log"
+    final = env_log / "traces" / "step_final_files"
+    final.mkdir(parents=True)
+    (final / "train.py").write_text(textwrap.dedent(TIMED_SCRIPT.format(sleep=600)))
+    step = {"action": {"name": "Final Answer", "args": {"final_answer": "done"}}, "observation": "end"}
+    (env_log / "trace.json").write_text(json.dumps({"steps": [{**step, "timestamp": 1.7e9}]}))
+    (env_log / "overall_time.txt").write_text("5")
+
+    run = trace_import(source=tmp_path / "log", task_slug="timed", agent_name="theirs")
+
+    assert run.final_score is None
+    assert "2 s" in run.eval_error, run.eval_error

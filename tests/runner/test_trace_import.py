@@ -17,6 +17,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from runner.execution import run_execute
+from runner.exports import EXTRAS, EXTRAS_FORMAT
 from runner.imports import TraceImportError, trace_import
 from runner.models import Agent, Run, Step
 from runner.services import run_create
@@ -298,6 +299,27 @@ def _out_of_order() -> dict:
     return data
 
 
+def _trace_where(change) -> dict:
+    data = trace()
+    change(data)
+    return data
+
+
+def _with_record(**record) -> Path:
+    """A log with a run record (``mlab_bench.json``) saying ``record``, and a final workspace that must not be stored
+    when the record is refused."""
+
+    def make(p: Path) -> Path:
+        members = {
+            "log/env_log/trace.json": _trace_bytes(),
+            "log/env_log/traces/step_final_files/marker.txt": f"kept? {sorted(record)}".encode(),
+            f"log/{EXTRAS}": json.dumps({"format": EXTRAS_FORMAT, **record}).encode(),
+        }
+        return _zip(p / "record.zip", members)
+
+    return make
+
+
 BAD_UPLOADS = {
     "not a zip": (lambda p: (p / "log.zip").write_bytes(b"not a zip at all") and p / "log.zip", "not a zip file"),
     "zip bomb": (
@@ -343,6 +365,42 @@ BAD_UPLOADS = {
         ),
         "overall_time.txt does not hold a number",
     ),
+    "a timestamp past the year 9999": (
+        lambda p: _zip(
+            p / "late.zip",
+            {"log/env_log/trace.json": _trace_bytes(_trace_where(lambda t: t["steps"][-1].update(timestamp=1e300)))},
+        ),
+        "step 2's timestamp is '1e\\+300'; expected a number from 0 to",
+    ),
+    "an overall time past any date": (
+        lambda p: _zip(
+            p / "long.zip", {"log/env_log/trace.json": _trace_bytes(), "log/env_log/overall_time.txt": b"1e300"}
+        ),
+        "overall_time.txt does not hold a number of seconds",
+    ),
+    "a trace.json nested too deeply": (
+        lambda p: _zip(
+            p / "deep.zip", {"log/env_log/trace.json": b'{"steps": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"}
+        ),
+        "trace.json nests lists or objects too deeply",
+    ),
+    "a trace.json too large to read": (
+        lambda p: _zip(
+            p / "large.zip",
+            {
+                "log/env_log/trace.json": _trace_bytes(
+                    _trace_where(lambda t: t["steps"][0].update(observation="x" * 200_000))
+                )
+            },
+        ),
+        "trace.json is .* bytes; at most 100000 bytes are read",
+    ),
+    "a run record whose step index is not a number": (_with_record(steps=[{"index": [1]}]), r"steps\[0\]\.index"),
+    "a run record with a negative cost": (_with_record(usage={"cost": -999}), "usage.cost is '-999'; expected"),
+    "a run record with more tokens than a field holds": (
+        _with_record(usage={"tokens_in": 1e30}),
+        "usage.tokens_in is '1e\\+30'",
+    ),
     "a task not in the bank": (
         lambda p: _zip(p / "task.zip", {"log/env_log/trace.json": _trace_bytes()}),
         "no task 'nope' in the bank",
@@ -354,6 +412,7 @@ BAD_UPLOADS = {
 @pytest.mark.parametrize("case", list(BAD_UPLOADS))
 def test_a_bad_upload_gets_one_clear_error_and_leaves_nothing(case, tiny_task, tmp_path, settings):
     settings.BENCH_TASK_MAX_BYTES = 1_000_000
+    settings.BENCH_TRACE_JSON_MAX_BYTES = 100_000
     make, message = BAD_UPLOADS[case]
     source = make(tmp_path)
     task = "nope" if case == "a task not in the bank" else "tiny"

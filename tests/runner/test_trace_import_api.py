@@ -49,6 +49,29 @@ def test_nobody_files_runs_under_an_agent_that_is_not_theirs_but_staff(tiny_task
     assert upload(client, log_zip, task="tiny", agent="research").status_code == 201
 
 
+@pytest.mark.django_db(transaction=True)
+def test_nobody_adds_a_version_to_an_agent_that_is_not_theirs_nor_to_one_with_code(tiny_task, log_zip, client, people):
+    """A new version would become the agent's newest: shown as its owner's, and run in its place."""
+    theirs = AgentFactory(name="theirs", owner=people["staff"])
+    mine = AgentFactory(name="mine", owner=people["stranger"])
+    client.force_login(people["stranger"])
+
+    response = upload(client, log_zip, task="tiny", agent="theirs@999")
+    assert response.status_code == 400 and "is not yours" in response.json()["log"][0]
+    response = upload(client, log_zip, task="tiny", agent="mine@2")  # their own, but it has code: uploads make versions
+    assert response.status_code == 400 and "has no version '2' (its versions: 1)" in response.json()["log"][0]
+    client.force_login(people["staff"])
+    assert upload(client, log_zip, task="tiny", agent="mine@2").status_code == 400  # staff neither
+    assert not Run.objects.exists()
+    assert list(Agent.objects.filter(name__in=["theirs", "mine"]).order_by("pk")) == [theirs, mine]
+
+    # An agent made by imports has no code: a log may name a new version of it.
+    client.force_login(people["stranger"])
+    assert upload(client, log_zip, task="tiny", agent="their-log").status_code == 201
+    assert upload(client, log_zip, task="tiny", agent="their-log@2").status_code == 201
+    assert sorted(Agent.objects.filter(name="their-log").values_list("version", flat=True)) == ["1", "2"]
+
+
 @pytest.mark.django_db
 def test_anonymous_uploads_and_bad_logs_are_refused_and_write_nothing(tiny_task, client, people):
     assert upload(client, b"PK not really").status_code == 403
