@@ -1,11 +1,12 @@
-"""A few attempts a minute per address at signing up and in: counted in Django's cache."""
+"""A few attempts a minute per address at signing up and in: counted in the cache all web processes share."""
 
 from __future__ import annotations
 
 import time
 
-from django.core.cache import cache
 from django.http import HttpRequest
+
+from bench.shared_cache import shared_cache
 
 
 def client_address(request: HttpRequest) -> str:
@@ -20,11 +21,11 @@ def throttle_hit(*, scope: str, request: HttpRequest, limit: int, window_s: int 
     now = int(time.time())
     window = now // window_s
     key = f"throttle:{scope}:{client_address(request)}:{window}"
-    cache.add(key, 0, timeout=window_s + 1)
+    shared_cache.add(key, 0, timeout=window_s + 1)
     try:
-        count = cache.incr(key)
+        count = shared_cache.incr(key)
     except ValueError:  # expired between add and incr: this attempt starts a fresh count
-        cache.set(key, 1, timeout=window_s + 1)
+        shared_cache.set(key, 1, timeout=window_s + 1)
         count = 1
     if count <= limit:
         return 0

@@ -161,10 +161,35 @@ WHITENOISE_ADD_HEADERS_FUNCTION = _static_headers
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
+# --- Caches -------------------------------------------------------------------------------------------
+# "default": this process's memory, for what is only a cache (the leaderboard's figures, rendered step cards).
+# "shared": what every web process must count together (bench.shared_cache): the sign-up, sign-in, upload and
+# run-request limits. A table in the database (runner's migration 0017 creates it) unless BENCH_SHARED_CACHE_URL
+# names a Redis server (a database of its own: clearing the cache empties the whole database).
+BENCH_SHARED_CACHE_URL = os.environ.get("BENCH_SHARED_CACHE_URL", "")
+SHARED_CACHE_SCHEMES = ("redis://", "rediss://", "unix://")
+if BENCH_SHARED_CACHE_URL and not BENCH_SHARED_CACHE_URL.startswith(SHARED_CACHE_SCHEMES):
+    raise ImproperlyConfigured(
+        "BENCH_SHARED_CACHE_URL must be the URL of a Redis server (redis://HOST:PORT/DB, rediss://... or "
+        f"unix://PATH), or empty for a table in the database; got {BENCH_SHARED_CACHE_URL!r}"
+    )
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "shared": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": BENCH_SHARED_CACHE_URL}
+    if BENCH_SHARED_CACHE_URL
+    else {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "bench_shared_cache",  # bench.shared_cache.SHARED_CACHE_TABLE
+        # Past this many entries the table drops its expired ones, then a third of the rest: far above the counts
+        # of one window, so a live count is not dropped.
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    },
+}
+
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "accounts:account"
 LOGOUT_REDIRECT_URL = "leaderboard:home"
-# Attempts per minute from one address (counted in Django's cache, per process unless CACHES is shared): a
+# Attempts per minute from one address (counted in the shared cache, one count across web processes): a
 # sign-up, a sign-in or a password reset request over the limit is answered 429 with how long to wait.
 BENCH_SIGNUP_PER_MINUTE = env_int("BENCH_SIGNUP_PER_MINUTE", 5)
 BENCH_SIGNIN_PER_MINUTE = env_int("BENCH_SIGNIN_PER_MINUTE", 10)
@@ -200,7 +225,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
     # Uploads work in the sandbox (an agent's smoke test, a log's scoring): at most this many per user
     # (?/minute, ?/hour, ?/day). Requests for runs (a submission, or staff starting runs) per user, site and API
-    # together.
+    # together. Counted in the shared cache (CACHES above).
     "DEFAULT_THROTTLE_RATES": {
         "agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour",
         "trace_uploads": os.environ.get("BENCH_TRACE_UPLOAD_RATE") or "20/hour",

@@ -6,10 +6,10 @@ from rest_framework.decorators import action, api_view, parser_classes, permissi
 from rest_framework.exceptions import NotFound
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
 
 from bench.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPagination
 from bench.schema import errors
+from bench.shared_cache import SharedUserRateThrottle
 from task_bank.models import Task
 
 from .agent_packages import AgentPackageError, agent_upload
@@ -103,7 +103,7 @@ class RunRequestSerializer(serializers.Serializer):
         return [tasks[s] for s in slugs]
 
 
-class RunRequestThrottle(UserRateThrottle):
+class RunRequestThrottle(SharedUserRateThrottle):
     """Requests for runs per user (staff starting runs, submissions), site and API together: the ``run_requests``
     rate in settings (BENCH_RUN_REQUEST_RATE)."""
 
@@ -224,7 +224,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return self.get_paginated_response(StepSerializer(page, many=True).data)
 
 
-class TraceUploadThrottle(UserRateThrottle):
+class TraceUploadThrottle(SharedUserRateThrottle):
     """Log uploads per user (each prepares the task and scores the log in the sandbox): the ``trace_uploads``
     rate in settings."""
 
@@ -278,7 +278,7 @@ def trace_import_api(request):
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
-class AgentUploadThrottle(UserRateThrottle):
+class AgentUploadThrottle(SharedUserRateThrottle):
     """Uploads per user (each runs a smoke test in the sandbox): the ``agent_uploads`` rate in settings."""
 
     scope = "agent_uploads"

@@ -10,7 +10,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.signals import user_login_failed
 from django.core import mail
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -18,6 +17,7 @@ from django.urls import reverse
 from accounts.models import ApiToken
 from accounts.services import TOKENS_PER_USER_MAX, token_create
 from bench.roles import REVIEWER_GROUP, is_reviewer, is_staff, roles_of
+from bench.shared_cache import shared_cache
 
 from .factories import AgentFactory, RunFactory
 
@@ -26,11 +26,11 @@ PASSWORD = "correct horse battery 9"
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttle():
-    """The throttle counts in the cache: each test starts with no attempts counted."""
-    cache.clear()
+def fresh_throttle(db):
+    """The throttle counts in the shared cache: each test starts with no attempts counted."""
+    shared_cache.clear()
     yield
-    cache.clear()
+    shared_cache.clear()
 
 
 def signup(client, username="ada", email="ada@example.org", password=PASSWORD, password2=None, **extra):

@@ -2,6 +2,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from bench.settings import env_float, env_int
+from bench.shared_cache import SHARED_CACHE_TABLE, shared_cache
 
 
 def test_a_number_setting_that_is_not_a_number_names_the_variable(monkeypatch):
@@ -75,3 +76,52 @@ def test_emails_go_to_the_console_unless_an_smtp_server_is_named(monkeypatch):
     )
     with pytest.raises(ImproperlyConfigured, match="only one of BENCH_EMAIL_USE_TLS and BENCH_EMAIL_USE_SSL"):
         settings_with(monkeypatch, BENCH_EMAIL_USE_TLS="on")
+
+
+def test_the_limits_count_in_a_database_table_unless_a_redis_server_is_named(monkeypatch):
+    monkeypatch.delenv("BENCH_SHARED_CACHE_URL", raising=False)
+    caches = settings_with(monkeypatch)["CACHES"]
+    assert caches["default"]["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
+    assert caches["shared"]["BACKEND"] == "django.core.cache.backends.db.DatabaseCache"
+    assert caches["shared"]["LOCATION"] == SHARED_CACHE_TABLE
+
+    redis = settings_with(monkeypatch, BENCH_SHARED_CACHE_URL="redis://cache.internal:6379/3")["CACHES"]
+    assert redis["shared"] == {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://cache.internal:6379/3",
+    }
+    assert redis["default"]["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
+
+    with pytest.raises(
+        ImproperlyConfigured,
+        match=r"BENCH_SHARED_CACHE_URL must be the URL of a Redis server.*"
+        r"got 'memcached://cache.internal:11211'",
+    ):
+        settings_with(monkeypatch, BENCH_SHARED_CACHE_URL="memcached://cache.internal:11211")
+
+
+def test_every_per_user_rate_counts_in_the_shared_cache():
+    """The real-process test (tests/integration/test_shared_throttle.py) drives the run requests' rate and the
+    sign-in limit; the upload rates are the same class."""
+    from runner.api import AgentUploadThrottle, RunRequestThrottle, TraceUploadThrottle
+
+    for limit in (AgentUploadThrottle, RunRequestThrottle, TraceUploadThrottle):
+        assert limit.cache is shared_cache, limit
+
+
+@pytest.mark.django_db
+def test_runners_migration_makes_the_shared_cache_table_and_its_reverse_drops_it():
+    """Whatever BENCH_SHARED_CACHE_URL says when it runs, so the table is there once the default is chosen."""
+    import importlib
+
+    from django.db import connection
+
+    migration = importlib.import_module("runner.migrations.0017_shared_cache_table")
+    with connection.schema_editor() as editor:
+        migration.table_drop(None, editor)
+    assert SHARED_CACHE_TABLE not in connection.introspection.table_names()
+    with connection.schema_editor() as editor:
+        migration.table_create(None, editor)
+    assert SHARED_CACHE_TABLE in connection.introspection.table_names()
+    shared_cache.set("probe", 1)
+    assert shared_cache.get("probe") == 1

@@ -7,12 +7,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from bench.shared_cache import shared_cache
 from runner.agent_packages import AgentPackageError, agent_upload
 from runner.api import AgentUploadThrottle
 from runner.models import Agent
@@ -55,7 +55,11 @@ def leftovers(settings) -> set[str]:
 @pytest.fixture(autouse=True)
 def bwrap(settings):
     settings.BENCH_SANDBOX = "bwrap"
-    cache.clear()  # upload throttling counts in the cache
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttle(db):
+    shared_cache.clear()  # upload throttling counts in the shared cache
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from bench.shared_cache import shared_cache
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import counted_runs
 from runner import imports
@@ -31,10 +31,10 @@ def log_zip(tmp_path) -> bytes:
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttle():
-    cache.clear()  # the upload throttle counts in the cache
+def fresh_throttle(db):
+    shared_cache.clear()  # the upload throttle counts in the shared cache
     yield
-    cache.clear()
+    shared_cache.clear()
 
 
 def upload(client, data: bytes) -> Run:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 
+from bench.shared_cache import shared_cache
 from runner.models import Batch, Run
 from runner.submissions import submission_create
 
@@ -17,8 +17,8 @@ from ..factories import AgentFactory
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttle():
-    cache.clear()
+def fresh_throttle(db):
+    shared_cache.clear()  # request throttling counts in the shared cache
 
 
 @pytest.fixture

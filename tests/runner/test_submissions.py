@@ -5,10 +5,10 @@ BENCH_AUTO_APPROVE_SUBMISSIONS approves at once; requests are throttled per user
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from bench.shared_cache import shared_cache
 from runner.api import RunRequestThrottle
 from runner.models import Batch, ModelEndpoint, Run
 from runner.services import batch_create
@@ -19,8 +19,8 @@ API = "/api/v1/submissions/"
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttle():
-    cache.clear()  # request throttling counts in the cache
+def fresh_throttle(db):
+    shared_cache.clear()  # request throttling counts in the shared cache
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from bench.shared_cache import shared_cache
 from runner.api import TraceUploadThrottle
 from runner.models import Agent, Run
 
@@ -21,10 +21,10 @@ def log_zip(tmp_path) -> bytes:
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttle():
-    cache.clear()  # the throttle counts in the cache
+def fresh_throttle(db):
+    shared_cache.clear()  # the throttle counts in the shared cache
     yield
-    cache.clear()
+    shared_cache.clear()
 
 
 def post(client, data: bytes, name: str = "run.zip", **fields):

@@ -1,0 +1,26 @@
+"""The cache every web process shares (``CACHES["shared"]``), for the counts of the per-user and per-address limits.
+
+Django's default cache is this process's memory: right for what is only a cache (the leaderboard's figures, the
+rendered step cards), wrong for a limit's count, which each of gunicorn's workers, each web container and each
+restart would otherwise start again from nothing. The shared cache is a table in the database unless
+BENCH_SHARED_CACHE_URL names a Redis server (``bench.settings``)."""
+
+from __future__ import annotations
+
+from django.core.cache import caches
+from django.utils.connection import ConnectionProxy
+from rest_framework.throttling import UserRateThrottle
+
+SHARED_CACHE_ALIAS = "shared"
+
+#: The table of the database-backed shared cache, created by runner's migration 0017.
+SHARED_CACHE_TABLE = "bench_shared_cache"
+
+shared_cache = ConnectionProxy(caches, SHARED_CACHE_ALIAS)
+
+
+class SharedUserRateThrottle(UserRateThrottle):
+    """DRF's per-user rate (its ``scope``'s rate in DEFAULT_THROTTLE_RATES), counted in the shared cache so the
+    limit holds across web processes and restarts."""
+
+    cache = shared_cache
