@@ -430,3 +430,5 @@ BENCH_TASK_MAX_FILES = env_int("BENCH_TASK_MAX_FILES", 100_000)
 BENCH_AGENT_SMOKE_TIMEOUT_S = env_float("BENCH_AGENT_SMOKE_TIMEOUT_S", 60.0)
 # An uploaded agent package (a zip) may be at most this big.
 BENCH_AGENT_UPLOAD_MAX_BYTES = env_int("BENCH_AGENT_UPLOAD_MAX_BYTES", 50 * 1024**2)
+# An agent package (uploaded zip or imported folder) may hold at most this many bytes of files, unpacked.
+BENCH_AGENT_MAX_UNPACKED_BYTES = env_int("BENCH_AGENT_MAX_UNPACKED_BYTES", 100 * 1024**2)

@@ -12,11 +12,13 @@
 
 The code runs only in a sandbox that isolates (bwrap or docker), never in the local one. A package cannot choose
 what the platform pays for: the models a run may use come from whoever started it, so a ``[config]`` key that
-names a model or an endpoint is refused at import.
+names a model or an endpoint, at any depth, is refused at import.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 import shutil
 import tempfile
@@ -26,10 +28,10 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
-from task_bank.archive import extracted, upload_saved
+from task_bank.archive import PackageLimits, extracted, upload_saved
 from task_bank.package import TaskPackageError, iter_files, package_digest
 
 from .agent_smoke import AgentSmokeError, agent_smoke_test
@@ -40,6 +42,8 @@ RESERVED_NAMES = {"new"}
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # [config] keys that would choose a model or an endpoint: the run's starter does that, never the package.
 MODEL_KEY_RE = re.compile(r"(^|[_-])(models?|endpoints?|base_?url|url|api_?key|api_?key_?env|provider)$", re.I)
+# The longest text agent.toml may give each field: the Agent model's columns, and the upload forms' description.
+MAX_LENGTHS = {"version": 40, "entrypoint": 200, "description": 5000, "default_model": 200}
 
 
 class AgentPackageError(Exception):
@@ -47,6 +51,8 @@ class AgentPackageError(Exception):
 
 
 def agent_manifest_parse(text: str) -> dict:
+    """agent.toml's keys, each checked for its type and length (an Agent row holds them as they are), ``[config]``
+    for values JSON can carry and for keys that would choose a model or an endpoint at any depth."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -59,20 +65,77 @@ def agent_manifest_parse(text: str) -> dict:
         if not isinstance(data.get(key), str) or not data[key]:
             raise AgentPackageError(f"agent.toml needs {key} (a string)")
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,99}", data["name"]):
-        raise AgentPackageError(f"agent name {data['name']!r}: use lowercase letters, digits, '-' and '_'")
+        raise AgentPackageError(
+            f"agent name {data['name'][:120]!r}: use lowercase letters, digits, '-' and '_' (at most 100)"
+        )
     if data["name"] in RESERVED_NAMES:
         raise AgentPackageError(f"agent name {data['name']!r} is reserved (the site's address /agents/new/)")
+    version = data.get("version", "1")
+    if isinstance(version, bool) or not isinstance(version, str | int | float) or str(version) == "":
+        raise AgentPackageError(
+            f'agent.toml: version is {_toml_type(version)}; expected a non-empty string such as "1" or "0.3"'
+        )
+    data["version"] = str(version)
+    for key in ("description", "default_model"):
+        if not isinstance(data.get(key, ""), str):
+            raise AgentPackageError(f"agent.toml: {key} is {_toml_type(data[key])}; expected a string")
+    for key, limit in MAX_LENGTHS.items():
+        if len(data.get(key, "")) > limit:
+            raise AgentPackageError(
+                f"agent.toml: {key} is {len(data[key])} characters long; at most {limit} are allowed"
+            )
     if not MODULE_RE.match(data["entrypoint"]):
         raise AgentPackageError(f"entrypoint {data['entrypoint']!r} is not a Python module name")
+    if not isinstance(data.get("uses_llm", False), bool):
+        raise AgentPackageError(f"agent.toml: uses_llm is {_toml_type(data['uses_llm'])}; expected true or false")
     if not isinstance(data.get("config", {}), dict):
         raise AgentPackageError("agent.toml: [config] must be a table")
-    chooses = sorted(key for key in data.get("config", {}) if MODEL_KEY_RE.search(key))
+    chooses = []
+    for path, key, value in _config_walk(data.get("config", {}), "config"):
+        if key is not None and MODEL_KEY_RE.search(key):
+            chooses.append(path)
+        if isinstance(value, datetime.date | datetime.time):
+            raise AgentPackageError(
+                f"agent.toml: {path} is a TOML date or time; [config] reaches the agent as JSON, which has none: "
+                "write it as a string"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise AgentPackageError(
+                f"agent.toml: {path} is {value}; [config] reaches the agent as JSON, which has only finite numbers"
+            )
     if chooses:
         raise AgentPackageError(
-            f"agent.toml: [config] {', '.join(chooses)} would choose a model or an endpoint; a run uses only the "
+            f"agent.toml: {', '.join(chooses)} would choose a model or an endpoint; a run uses only the "
             "models whoever starts it gives it (bench_run --model, --fast-model, --edit-model): remove the key"
         )
     return data
+
+
+def _toml_type(value: object) -> str:
+    """What a TOML value is, in TOML's words, for a message: "a table", "an empty string"."""
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, datetime.date | datetime.time):
+        return "a date or time"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an empty string" if value == "" else "a string"
+
+
+def _config_walk(value: object, path: str, key: str | None = None):
+    """Every value in ``[config]`` at any depth, with its dotted path (``config.llm.model``, an array's items as
+    ``config.tools[0]``) and, for a table's entry, its key."""
+    yield path, key, value
+    if isinstance(value, dict):
+        for child_key, child in value.items():
+            yield from _config_walk(child, f"{path}.{child_key}", child_key)
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _config_walk(child, f"{path}[{index}]")
 
 
 def _smoke_test(package: Path, data: dict) -> None:
@@ -108,13 +171,20 @@ def agent_import(
     An upload passes ``only_own_names`` (a name that has versions of someone else's, or of nobody's, is refused)
     and ``smoke_test`` (the agent must answer a start message in its sandbox, ``runner.agent_smoke``, before
     anything is kept). ``description`` replaces agent.toml's."""
-    unpacked = extracted(Path(source))
+    unpacked = extracted(Path(source), expected="an agent folder with agent.toml", limits=agent_package_limits())
+    placed = False  # whether this import put the package folder in place (and so removes it if the row fails)
     try:
         with unpacked as root:
             manifest_path = root / "agent.toml"
             if not manifest_path.is_file():
                 raise AgentPackageError("not an agent package: agent.toml is missing")
-            data = agent_manifest_parse(manifest_path.read_text())
+            try:
+                text = manifest_path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise AgentPackageError(
+                    f"agent.toml is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8"
+                ) from None
+            data = agent_manifest_parse(text)
             if not _entrypoint_exists(root, data["entrypoint"]):
                 raise AgentPackageError(
                     f"the entrypoint module {data['entrypoint']} is not in the package "
@@ -134,7 +204,7 @@ def agent_import(
                         "versions: give the package a name of its own in agent.toml"
                     )
             digest = package_digest(root)
-            version = str(data.get("version", "1"))
+            version = data["version"]
             existing = Agent.objects.filter(name=data["name"], version=version).first()
             if existing is not None:
                 if existing.package_digest == digest:
@@ -157,6 +227,7 @@ def agent_import(
                         _smoke_test(tmp, data)
                     try:
                         tmp.rename(dest)
+                        placed = True
                     except OSError:
                         if not dest.is_dir():  # else: the same files, stored meanwhile by another upload
                             raise
@@ -177,9 +248,9 @@ def agent_import(
                 entrypoint=data["entrypoint"],
                 package_digest=digest,
                 package_path=str(dest),
-                description=str(data.get("description", "")) if description is None else description,
-                uses_llm=bool(data.get("uses_llm", False)),
-                default_model=str(data.get("default_model", "")),
+                description=data.get("description", "") if description is None else description,
+                uses_llm=data.get("uses_llm", False),
+                default_model=data.get("default_model", ""),
                 config=data.get("config", {}),
                 owner=owner,
                 visibility=visibility,
@@ -188,11 +259,39 @@ def agent_import(
     except IntegrityError:  # the same name and version, written meanwhile by another import
         existing = Agent.objects.get(name=data["name"], version=version)
         if existing.package_digest != digest:
+            _remove_unused(dest, digest, placed=placed)
             raise AgentPackageError(
                 f"{data['name']}@{version} already exists with other files; give the package a new version"
             ) from None
         return existing, False
+    except BaseException:
+        _remove_unused(dest, digest, placed=placed)
+        raise
     return agent, True
+
+
+def agent_package_limits() -> PackageLimits:
+    """An agent package's size limits: ``BENCH_AGENT_MAX_UNPACKED_BYTES`` in all, a task package's per file and
+    file count."""
+    return PackageLimits(
+        max_bytes=settings.BENCH_AGENT_MAX_UNPACKED_BYTES,
+        max_file_bytes=settings.BENCH_TASK_MAX_FILE_BYTES,
+        max_files=settings.BENCH_TASK_MAX_FILES,
+        max_bytes_setting="BENCH_AGENT_MAX_UNPACKED_BYTES",
+    )
+
+
+def _remove_unused(dest: Path, digest: str, *, placed: bool) -> None:
+    """Remove the package folder an import put in place when its row was not written, unless a row of another
+    import uses the same files meanwhile."""
+    if not placed:
+        return
+    try:
+        used = Agent.objects.filter(package_digest=digest).exists()
+    except DatabaseError:  # the database that refused the row cannot answer either: nobody wrote one meanwhile
+        used = False
+    if not used:
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 def agent_upload(

@@ -9,6 +9,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -19,11 +20,36 @@ from .package import IGNORED_NAMES, TaskPackageError, iter_files
 ZIP_EPOCH = (2020, 1, 1, 0, 0, 0)
 MAX_NAME_BYTES = 255  # a file or folder name, as Linux file systems allow
 MAX_PATH_BYTES = 1024  # a whole path inside the package
+ENCRYPTED_FLAG = 0x1  # general purpose bit 0 of a zip member: its data is encrypted
+
+
+@dataclass(frozen=True)
+class PackageLimits:
+    """How big a package may unpack to: bytes in all, bytes per file, files. A task package's come from the
+    BENCH_TASK_MAX_* settings, an agent package's total from its own (``max_bytes_setting``, named in the message
+    that refuses a package over it)."""
+
+    max_bytes: int
+    max_file_bytes: int
+    max_files: int
+    max_bytes_setting: str = "BENCH_TASK_MAX_BYTES"
+
+    @classmethod
+    def for_tasks(cls) -> PackageLimits:
+        return cls(
+            max_bytes=settings.BENCH_TASK_MAX_BYTES,
+            max_file_bytes=settings.BENCH_TASK_MAX_FILE_BYTES,
+            max_files=settings.BENCH_TASK_MAX_FILES,
+        )
 
 
 def _check_member(info: zipfile.ZipInfo) -> PurePosixPath | None:
     name = info.filename.replace("\\", "/")
     path = PurePosixPath(name)
+    if info.flag_bits & ENCRYPTED_FLAG:
+        raise TaskPackageError(
+            f"the zip holds an encrypted member ({info.filename[:80]!r}); zip the package without a password"
+        )
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise TaskPackageError(f"the zip holds an absolute path ({info.filename!r}); paths must be relative")
     if ".." in path.parts:
@@ -44,6 +70,10 @@ def _check_member(info: zipfile.ZipInfo) -> PurePosixPath | None:
         raise TaskPackageError(f"the zip holds a symbolic link ({info.filename!r}); packages hold regular files only")
     if info.is_dir() or any(part in IGNORED_NAMES for part in path.parts) or path.name.startswith("._"):
         return None
+    if not path.parts:
+        raise TaskPackageError(
+            f"the zip holds a file named {info.filename!r}, which is no file name; every file needs a name of its own"
+        )
     return path
 
 
@@ -55,16 +85,18 @@ def shown_path(path: PurePosixPath) -> str:
 TASK_EXPECTED = "a task folder with env/ and scripts/"
 
 
-def archive_extract(zip_path: Path, dest: Path, *, expected: str = TASK_EXPECTED) -> Path:
+def archive_extract(
+    zip_path: Path, dest: Path, *, expected: str = TASK_EXPECTED, limits: PackageLimits | None = None
+) -> Path:
     """Extract a package zip into dest and return the package root (the zip's single top folder, if any).
-    ``expected`` says what the zip should hold, for the message when it holds nothing.
+    ``expected`` says what the zip should hold, for the message when it holds nothing; ``limits`` how big it may
+    unpack to (default: a task package's, ``PackageLimits.for_tasks``).
 
     Sizes are checked against the headers first and against the bytes actually decompressed while writing,
     so a zip bomb stops at the limit. On any error nothing is left behind in dest.
     """
-    max_total = settings.BENCH_TASK_MAX_BYTES
-    max_file = settings.BENCH_TASK_MAX_FILE_BYTES
-    max_files = settings.BENCH_TASK_MAX_FILES
+    limits = limits or PackageLimits.for_tasks()
+    max_total, max_file, max_files = limits.max_bytes, limits.max_file_bytes, limits.max_files
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -78,7 +110,10 @@ def archive_extract(zip_path: Path, dest: Path, *, expected: str = TASK_EXPECTED
                 raise TaskPackageError(f"the zip holds {len(members)} files; at most {max_files} are allowed")
             declared = sum(info.file_size for info, _ in members)
             if declared > max_total:
-                raise TaskPackageError(f"the zip unpacks to {declared} bytes; at most {max_total} bytes are allowed")
+                raise TaskPackageError(
+                    f"the zip unpacks to {declared} bytes; at most {max_total} bytes are allowed "
+                    f"({limits.max_bytes_setting})"
+                )
             written = 0
             for info, path in members:
                 if info.file_size > max_file:
@@ -117,19 +152,22 @@ def archive_extract(zip_path: Path, dest: Path, *, expected: str = TASK_EXPECTED
     return dest
 
 
-def folder_check_sizes(root: Path) -> None:
+def folder_check_sizes(root: Path, limits: PackageLimits | None = None) -> None:
     """The same limits for a folder import: file count, file size, total size, no links."""
+    limits = limits or PackageLimits.for_tasks()
     total, count = 0, 0
     for rel, path in iter_files(root):  # which refuses links, pipes and devices
         size = path.stat().st_size
         count += 1
         total += size
-        if size > settings.BENCH_TASK_MAX_FILE_BYTES:
-            raise TaskPackageError(f"{rel} is {size} bytes; a file may be at most {settings.BENCH_TASK_MAX_FILE_BYTES}")
-    if count > settings.BENCH_TASK_MAX_FILES:
-        raise TaskPackageError(f"the package holds {count} files; at most {settings.BENCH_TASK_MAX_FILES} are allowed")
-    if total > settings.BENCH_TASK_MAX_BYTES:
-        raise TaskPackageError(f"the package holds {total} bytes; at most {settings.BENCH_TASK_MAX_BYTES} are allowed")
+        if size > limits.max_file_bytes:
+            raise TaskPackageError(f"{rel} is {size} bytes; a file may be at most {limits.max_file_bytes}")
+    if count > limits.max_files:
+        raise TaskPackageError(f"the package holds {count} files; at most {limits.max_files} are allowed")
+    if total > limits.max_bytes:
+        raise TaskPackageError(
+            f"the package holds {total} bytes; at most {limits.max_bytes} are allowed ({limits.max_bytes_setting})"
+        )
 
 
 def archive_create(root: Path, out: Path, *, prefix: str) -> int:
@@ -161,24 +199,33 @@ def upload_saved(upload: UploadedFile, *, prefix: str) -> Iterator[Path]:
 
 
 class extracted:  # noqa: N801 - used as a context manager, reads like a function
-    """``with extracted(zip_or_folder) as root:`` a package root, cleaned up afterwards."""
+    """``with extracted(zip_or_folder) as root:`` a package root, cleaned up afterwards; a zip or a folder over
+    ``limits`` (default: a task package's) is refused."""
 
-    def __init__(self, source: Path, *, name: str | None = None, expected: str = TASK_EXPECTED) -> None:
+    def __init__(
+        self,
+        source: Path,
+        *,
+        name: str | None = None,
+        expected: str = TASK_EXPECTED,
+        limits: PackageLimits | None = None,
+    ) -> None:
         self.source = Path(source)
         self.expected = expected
+        self.limits = limits
         self.tmp: Path | None = None
         #: The name a slug is made from: the folder's, the zip's single top folder's, or the zip file's stem.
         self.name = name or self.source.name
 
     def __enter__(self) -> Path:
         if self.source.is_dir():
-            folder_check_sizes(self.source)
+            folder_check_sizes(self.source, self.limits)
             return self.source
         if not self.source.exists():
             raise TaskPackageError(f"{self.source} does not exist")
         self.tmp = Path(tempfile.mkdtemp(prefix="task-import-"))
         try:
-            root = archive_extract(self.source, self.tmp / "package", expected=self.expected)
+            root = archive_extract(self.source, self.tmp / "package", expected=self.expected, limits=self.limits)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)  # __exit__ does not run when __enter__ fails
             raise

@@ -2,6 +2,7 @@
 sandbox (the agent must answer its first message in time), stored by digest, a name kept to its owner."""
 
 import io
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -9,20 +10,22 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.shared_cache import shared_cache
-from runner.agent_packages import AgentPackageError, agent_upload
+from runner import agent_packages
+from runner.agent_packages import AgentPackageError, agent_import, agent_manifest_parse, agent_upload
 from runner.api import AgentUploadThrottle
 from runner.models import Agent
 
 from ..factories import AgentFactory, RunFactory
+from ..task_bank.test_curation import ZIP_TRICKS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "example-agent"
 
 
-def agent_zip(files: dict[str, str], *, name: str = "agent.zip") -> SimpleUploadedFile:
+def agent_zip(files: dict[str, str | bytes], *, name: str = "agent.zip") -> SimpleUploadedFile:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for rel, text in files.items():
@@ -304,3 +307,132 @@ def test_import_agent_smoke_tests_on_request_and_the_upload_pages_name_is_reserv
     (crasher / "agent.toml").write_text('name = "new"\nentrypoint = "crasher"\n')
     with pytest.raises(CommandError, match="agent name 'new' is reserved"):
         call_command("import_agent", str(crasher))
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch) -> Path:
+    """A temporary folder of this test's own for the upload's scratch files, so that leftovers sees only those."""
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+MINIMAL = {"agent.toml": 'name = "tricky"\nversion = "1"\nentrypoint = "main"\n', "main.py": "print(1)\n"}
+
+
+def refused_upload(client, package: SimpleUploadedFile) -> str:
+    """POST the package to the API: it must be a 400; returns its message."""
+    answer = client.post("/api/v1/agents/", {"package": package, "visibility": "public"})
+    assert answer.status_code == 400, answer.content
+    return answer.json()["package"][0]
+
+
+@pytest.mark.parametrize(("trick", "message"), ZIP_TRICKS)
+@pytest.mark.django_db
+def test_an_upload_with_an_encrypted_member_or_one_named_dot_is_a_400(client, alice, settings, scratch, trick, message):
+    before = leftovers(settings)
+    package = SimpleUploadedFile("agent.zip", trick(agent_zip(MINIMAL).read()), content_type="application/zip")
+    client.force_login(alice)
+
+    assert re.search(message, refused_upload(client, package))
+    assert not Agent.objects.exists()
+    assert leftovers(settings) == before
+
+
+LONG = "x" * 5001
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        (
+            b'name = "x"\nentrypoint = "main"\ndescription = "caf\xe9"\n',
+            "agent.toml is not UTF-8 text (byte 49 is 0xe9)",
+        ),
+        (f'name = "x"\nentrypoint = "main"\nversion = "{"9" * 41}"\n', "version is 41 characters long; at most 40"),
+        ('name = "x"\nentrypoint = "main"\nversion = { major = 1 }\n', "version is a table; expected a non-empty"),
+        ('name = "x"\nentrypoint = "main"\nversion = [1, 2]\n', "version is an array; expected a non-empty"),
+        ('name = "x"\nentrypoint = "main"\nversion = ""\n', "version is an empty string; expected a non-empty"),
+        (f'name = "x"\nentrypoint = "main"\ndefault_model = "{LONG[:201]}"\n', "default_model is 201 characters"),
+        (f'name = "x"\nentrypoint = "main"\ndescription = "{LONG}"\n', "description is 5001 characters long; at"),
+        (f'name = "x"\nentrypoint = "{LONG[:201]}"\n', "entrypoint is 201 characters long; at most 200"),
+        ('name = "x"\nentrypoint = "main"\ndescription = 3\n', "description is a number; expected a string"),
+        ('name = "x"\nentrypoint = "main"\nuses_llm = "yes"\n', "uses_llm is a string; expected true or false"),
+        ('name = "x"\nentrypoint = "main"\n[config]\nsince = 2024-01-01T00:00:00\n', "config.since is a TOML date"),
+        ('name = "x"\nentrypoint = "main"\n[config.search]\nwidth = nan\n', "config.search.width is nan; [config]"),
+    ],
+)
+@pytest.mark.django_db
+def test_an_agent_toml_with_a_bad_value_is_a_400_naming_the_key(client, alice, settings, scratch, manifest, message):
+    before = leftovers(settings)
+    client.force_login(alice)
+
+    assert message in refused_upload(client, agent_zip(MINIMAL | {"agent.toml": manifest}))
+    assert not Agent.objects.exists()
+    assert leftovers(settings) == before
+
+
+@pytest.mark.parametrize(
+    ("config", "path"),
+    [
+        ('[config.llm]\nmodel = "gpt-4"\n', "config.llm.model"),
+        ('[config.a.b.c]\nbase_url = "http://x"\n', "config.a.b.c.base_url"),
+        ('[[config.tools]]\nname = "search"\n[[config.tools]]\napi_key = "k"\n', "config.tools[1].api_key"),
+        ('[config]\nsteps = [[{ endpoint = "x" }]]\n', "config.steps[0][0].endpoint"),
+    ],
+)
+@pytest.mark.django_db
+def test_a_model_or_endpoint_key_at_any_depth_of_config_is_a_400_naming_its_path(client, alice, config, path):
+    manifest = 'name = "x"\nentrypoint = "main"\n' + config
+    client.force_login(alice)
+
+    assert f"agent.toml: {path} would choose a model or an endpoint" in refused_upload(
+        client, agent_zip(MINIMAL | {"agent.toml": manifest})
+    )
+
+
+def test_nested_config_without_model_keys_and_a_number_version_are_accepted():
+    data = agent_manifest_parse(
+        'name = "x"\nentrypoint = "main"\nversion = 2\n[config.search]\ndepth = 3\n[[config.tools]]\nname = "grep"\n'
+    )
+    assert data["version"] == "2"
+    assert data["config"] == {"search": {"depth": 3}, "tools": [{"name": "grep"}]}
+
+
+@pytest.mark.django_db
+def test_an_agent_package_over_the_unpacked_limit_is_refused_zipped_or_as_a_folder(
+    client, alice, settings, scratch, tmp_path
+):
+    settings.BENCH_AGENT_MAX_UNPACKED_BYTES = 1_000_000
+    before = leftovers(settings)
+    zeros = MINIMAL | {"weights.bin": b"\0" * 2_000_000}  # about 2 kB zipped
+    client.force_login(alice)
+
+    message = refused_upload(client, agent_zip(zeros))
+    assert "at most 1000000 bytes are allowed (BENCH_AGENT_MAX_UNPACKED_BYTES)" in message
+    assert not Agent.objects.exists()
+    assert leftovers(settings) == before
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    for rel, content in zeros.items():
+        (folder / rel).write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(CommandError, match=r"at most 1000000 are allowed \(BENCH_AGENT_MAX_UNPACKED_BYTES\)"):
+        call_command("import_agent", str(folder))
+    assert leftovers(settings) == before
+
+
+@pytest.mark.django_db
+def test_a_row_the_database_refuses_leaves_no_package_folder(settings, scratch, tmp_path, monkeypatch):
+    monkeypatch.setitem(agent_packages.MAX_LENGTHS, "version", 100)  # past the column's 40: the database refuses
+    before = leftovers(settings)
+    folder = tmp_path / "long"
+    folder.mkdir()
+    (folder / "agent.toml").write_text(f'name = "long"\nversion = "{"9" * 60}"\nentrypoint = "main"\n')
+    (folder / "main.py").write_text("print(1)\n")
+
+    with pytest.raises(DataError):
+        agent_import(source=folder)
+    assert not Agent.objects.exists()
+    assert leftovers(settings) == before

@@ -67,7 +67,7 @@ def test_an_agent_package_whose_config_names_a_model_is_refused_at_import(tmp_pa
         'name = "greedy"\nentrypoint = "main"\nuses_llm = true\n[config]\nfast_model = "paid"\ntemperature = 0.1\n'
     )
     (root / "main.py").write_text("print('hi')\n")
-    with pytest.raises(AgentPackageError, match=r"\[config\] fast_model would choose a model or an endpoint"):
+    with pytest.raises(AgentPackageError, match=r"config\.fast_model would choose a model or an endpoint"):
         agent_import(source=root)
     for key in ("edit_model", "base_url", "api_key_env", "summary_endpoint"):
         (root / "agent.toml").write_text(f'name = "greedy"\nentrypoint = "main"\n[config]\n{key} = "x"\n')

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from runner.models import Agent, Run
 
 from ..factories import AgentFactory
+from ..task_bank.test_curation import ZIP_TRICKS
 from .test_trace_import import write_log, zip_folder
 
 URL = "/api/v1/traces/"
@@ -82,3 +86,20 @@ def test_anonymous_uploads_and_bad_logs_are_refused_and_write_nothing(tiny_task,
     assert response.status_code == 400 and "not a zip file" in response.json()["log"][0]
     assert upload(client, b"", task="tiny").status_code == 400  # an empty file
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(("trick", "message"), ZIP_TRICKS)
+@pytest.mark.django_db
+def test_a_log_zip_with_an_encrypted_member_or_one_named_dot_is_a_400(
+    tiny_task, log_zip, client, people, tmp_path, monkeypatch, trick, message
+):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    client.force_login(people["stranger"])
+
+    response = upload(client, trick(log_zip), task="tiny")
+
+    assert response.status_code == 400 and re.search(message, response.json()["log"][0])
+    assert not Run.objects.exists()
+    assert list(scratch.iterdir()) == []

@@ -246,3 +246,47 @@ def test_exports_to_a_place_that_cannot_be_written_say_so(tiny_task, tmp_path):
     run = RunFactory(task_version=tiny_task)
     with pytest.raises(CommandError, match="cannot write .*Is a directory"):
         call_command("export_trace", str(run.pk), str(tmp_path))
+
+
+def encrypted(data: bytes) -> bytes:
+    """A zip's bytes with every member flagged as encrypted, as a zip tool's password option leaves it (zipfile
+    writes no encrypted zips; the flag alone is what reading one trips on)."""
+    flagged = bytearray(data)
+    for signature, flag_offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # local headers, central directory
+        start = flagged.find(signature)
+        while start != -1:
+            flagged[start + flag_offset] |= 0x1
+            start = flagged.find(signature, start + 4)
+    return bytes(flagged)
+
+
+def zip_with_dot_member(data: bytes) -> bytes:
+    """A zip's bytes with one more member, a file named '.'."""
+    buffer = io.BytesIO(data)
+    with zipfile.ZipFile(buffer, "a") as archive:
+        archive.writestr(".", "x")
+    return buffer.getvalue()
+
+
+ZIP_TRICKS = [
+    (encrypted, r"the zip holds an encrypted member \('[^']+'\); zip the package without a password"),
+    (zip_with_dot_member, r"the zip holds a file named '\.', which is no file name; every file needs a name"),
+]
+
+
+@pytest.mark.parametrize(("trick", "message"), ZIP_TRICKS)
+@pytest.mark.django_db
+def test_an_encrypted_member_or_one_named_dot_is_refused_by_name(
+    nothing_imported, tmp_path, monkeypatch, trick, message
+):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    path = tiny_zip(tmp_path)
+    path.write_bytes(trick(path.read_bytes()))
+    with pytest.raises(CommandError, match=message):
+        call_command("import_task", str(path))
+    assert list(scratch.iterdir()) == []
+    assert nothing_imported()
