@@ -456,17 +456,25 @@ def trace_import(
     owner: AbstractBaseUser | None = None,
     only_own_agents: bool = False,
     score_later: bool = False,
+    ready_only: bool = False,
 ) -> Run:
     """Import an MLAgentBench log folder or zip as a self-reported run of ``task_slug`` (else the task the log
     names or whose research problem it has) by ``agent_name`` ("name" or "name@version"; else the one the log
     names, else ``DEFAULT_AGENT``; an agent not here yet is made, with no code, owned by ``owner``). With
     ``only_own_agents`` (an upload by someone who is not staff) the agent must be ``owner``'s or a new one: nobody
-    files runs under another's agent. The final workspace is scored here, or with ``score_later`` by a short job
+    files runs under another's agent. With ``ready_only`` (an upload) the task version must be ready: validated, so
+    prepared already (its preparation, prepare.py, is not run within a web request) and with a baseline to measure
+    the run against. The final workspace is scored here, or with ``score_later`` by a worker's job
     (``import_score``) once the run is recorded. ``TraceImportError`` on a bad log, and nothing written."""
     try:
         with extracted(Path(source), expected=EXPECTED) as root:
             log = log_read(root)
             version = _task_version(log, task_slug)
+            if ready_only and version.status != TaskVersion.Status.READY:
+                raise TraceImportError(
+                    f"task {version} is {version.get_status_display().lower()}: logs can be uploaded for a task "
+                    "version once it is ready (validated, its baseline measured)"
+                )
             name, agent_version = _agent_spec(log, agent_name)
             _agent_check(name, agent_version, owner, only_own=only_own_agents)
             try:
@@ -515,9 +523,9 @@ def trace_upload(
     model: str | None = None,
 ) -> Run:
     """An uploaded log's zip (the API's and the site's upload) imported as ``trace_import`` imports a path:
-    at most ``BENCH_TASK_MAX_BYTES``, under an agent of ``owner``'s unless they are staff, its final workspace
-    scored by a short job. ``TraceImportError`` on a bad upload, and nothing written (the upload's copy is removed
-    whatever happens)."""
+    at most ``BENCH_TASK_MAX_BYTES``, of a ready task version, under an agent of ``owner``'s unless they are staff,
+    its final workspace scored by a worker's job. ``TraceImportError`` on a bad upload, and nothing written (the
+    upload's copy is removed whatever happens)."""
     if upload.size > settings.BENCH_TASK_MAX_BYTES:
         raise TraceImportError(
             f"the upload is {upload.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} bytes are allowed"
@@ -531,6 +539,7 @@ def trace_upload(
             owner=owner,
             only_own_agents=not owner.is_staff,
             score_later=True,
+            ready_only=True,
         )
 
 

@@ -74,6 +74,14 @@ def tiny_task(db, tmp_path):
 
 
 @pytest.fixture
+def tiny_task_ready(tiny_task):
+    """The tiny task as validation leaves it: ready, its baseline (train.py writes 2) measured."""
+    tiny_task.status, tiny_task.baseline_score = tiny_task.Status.READY, 2.0
+    tiny_task.save(update_fields=["status", "baseline_score"])
+    return tiny_task
+
+
+@pytest.fixture
 def llm_server():
     from .llm_server import FakeOpenAI
 

@@ -16,7 +16,9 @@ from .conftest import start_worker, stop_worker
 pytestmark = pytest.mark.integration
 
 
-def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(worker_env, tiny_task, client, people, tmp_path):
+def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(
+    worker_env, tiny_task_ready, client, people, tmp_path
+):
     shared_cache.clear()  # the upload throttle's counts
     log_zip = zip_folder(write_log(tmp_path / "run-a"), tmp_path / "run-a.zip").read_bytes()
     client.force_login(people["stranger"])

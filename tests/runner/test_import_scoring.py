@@ -47,7 +47,7 @@ def upload(client, data: bytes) -> Run:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_uploaded_run_waits_for_its_score_until_its_job_scores_it_once(tiny_task, log_zip, client, people):
+def test_an_uploaded_run_waits_for_its_score_until_its_job_scores_it_once(tiny_task_ready, log_zip, client, people):
     client.force_login(people["stranger"])
     run = upload(client, log_zip)
 
@@ -70,7 +70,7 @@ def test_an_uploaded_run_waits_for_its_score_until_its_job_scores_it_once(tiny_t
 
 
 @pytest.mark.django_db(transaction=True)
-def test_rankings_leave_an_uploaded_run_out_until_it_is_scored(tiny_task, log_zip, client, people):
+def test_rankings_leave_an_uploaded_run_out_until_it_is_scored(tiny_task_ready, log_zip, client, people):
     client.force_login(people["stranger"])
     run = upload(client, log_zip)
     with_self_reported = RankingOptions(include_self_reported=True)
@@ -86,7 +86,7 @@ def test_rankings_leave_an_uploaded_run_out_until_it_is_scored(tiny_task, log_zi
 
 @pytest.mark.django_db(transaction=True)
 def test_a_scoring_that_fails_is_the_runs_evaluation_error_and_ends_the_wait(
-    tiny_task, log_zip, client, people, monkeypatch
+    tiny_task_ready, log_zip, client, people, monkeypatch
 ):
     client.force_login(people["stranger"])
     run = upload(client, log_zip)
@@ -97,13 +97,13 @@ def test_a_scoring_that_fails_is_the_runs_evaluation_error_and_ends_the_wait(
     monkeypatch.setattr(imports, "_score", out_of_time)
     scored = import_score(run.pk)
 
-    assert (scored.final_score, scored.score_pending_since, scored.succeeded) == (None, None, None)
+    assert (scored.final_score, scored.score_pending_since, scored.succeeded) == (None, None, False)
     assert scored.eval_error.startswith("the run could not be scored: SoftTimeLimitExceeded")
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_reaper_sends_a_scoring_job_never_sent_or_sent_longer_ago_than_it_can_last(
-    tiny_task, log_zip, client, people, broker_down
+    tiny_task_ready, log_zip, client, people, broker_down
 ):
     client.force_login(people["stranger"])
     run = upload(client, log_zip)  # the job queue is down: the upload is kept, its job not sent

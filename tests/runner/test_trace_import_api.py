@@ -27,7 +27,7 @@ def upload(client, data: bytes, **fields):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_signed_in_user_imports_a_log_under_a_new_agent_of_their_own(tiny_task, log_zip, client, people):
+def test_a_signed_in_user_imports_a_log_under_a_new_agent_of_their_own(tiny_task_ready, log_zip, client, people):
     client.force_login(people["stranger"])
 
     response = upload(client, log_zip, task="tiny", agent="my-agent", model="gpt-x")
@@ -41,7 +41,7 @@ def test_a_signed_in_user_imports_a_log_under_a_new_agent_of_their_own(tiny_task
 
 
 @pytest.mark.django_db(transaction=True)
-def test_nobody_files_runs_under_an_agent_that_is_not_theirs_but_staff(tiny_task, log_zip, client, people):
+def test_nobody_files_runs_under_an_agent_that_is_not_theirs_but_staff(tiny_task_ready, log_zip, client, people):
     AgentFactory(name="research", owner=None)
     client.force_login(people["stranger"])
 
@@ -54,7 +54,9 @@ def test_nobody_files_runs_under_an_agent_that_is_not_theirs_but_staff(tiny_task
 
 
 @pytest.mark.django_db(transaction=True)
-def test_nobody_adds_a_version_to_an_agent_that_is_not_theirs_nor_to_one_with_code(tiny_task, log_zip, client, people):
+def test_nobody_adds_a_version_to_an_agent_that_is_not_theirs_nor_to_one_with_code(
+    tiny_task_ready, log_zip, client, people
+):
     """A new version would become the agent's newest: shown as its owner's, and run in its place."""
     theirs = AgentFactory(name="theirs", owner=people["staff"])
     mine = AgentFactory(name="mine", owner=people["stranger"])
@@ -76,8 +78,21 @@ def test_nobody_adds_a_version_to_an_agent_that_is_not_theirs_nor_to_one_with_co
     assert sorted(Agent.objects.filter(name="their-log").values_list("version", flat=True)) == ["1", "2"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_log_of_a_task_version_not_ready_is_refused(tiny_task, log_zip, client, people):
+    """Its preparation (prepare.py) would run within the request, and it has no baseline to measure the run by."""
+    client.force_login(people["stranger"])
+    response = upload(client, log_zip, task="tiny", agent="my-agent")
+    assert response.status_code == 400
+    assert response.json()["log"] == [
+        "task tiny v1 is not validated: logs can be uploaded for a task version once it is ready (validated, its "
+        "baseline measured)"
+    ]
+    assert not Run.objects.exists() and not Agent.objects.filter(name="my-agent").exists()
+
+
 @pytest.mark.django_db
-def test_anonymous_uploads_and_bad_logs_are_refused_and_write_nothing(tiny_task, client, people):
+def test_anonymous_uploads_and_bad_logs_are_refused_and_write_nothing(tiny_task_ready, client, people):
     assert upload(client, b"PK not really").status_code == 403
     client.force_login(people["stranger"])
 
@@ -91,7 +106,7 @@ def test_anonymous_uploads_and_bad_logs_are_refused_and_write_nothing(tiny_task,
 @pytest.mark.parametrize(("trick", "message"), ZIP_TRICKS)
 @pytest.mark.django_db
 def test_a_log_zip_with_an_encrypted_member_or_one_named_dot_is_a_400(
-    tiny_task, log_zip, client, people, tmp_path, monkeypatch, trick, message
+    tiny_task_ready, log_zip, client, people, tmp_path, monkeypatch, trick, message
 ):
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -33,7 +33,7 @@ def post(client, data: bytes, name: str = "run.zip", **fields):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_log_uploaded_on_the_site_becomes_a_self_reported_run_of_a_new_agent_of_theirs(
-    tiny_task, log_zip, client, people
+    tiny_task_ready, log_zip, client, people
 ):
     client.force_login(people["stranger"])
     page = client.get(URL)
@@ -57,7 +57,7 @@ def test_a_log_uploaded_on_the_site_becomes_a_self_reported_run_of_a_new_agent_o
 
 @pytest.mark.django_db(transaction=True)
 def test_a_bad_log_or_another_ones_agent_is_refused_with_the_reason_and_nothing_is_kept(
-    tiny_task, log_zip, client, people
+    tiny_task_ready, log_zip, client, people
 ):
     AgentFactory(name="research", owner=None)
     client.force_login(people["stranger"])
@@ -81,7 +81,7 @@ def test_visitors_are_sent_to_sign_in(client):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_uploads_are_throttled_per_user_on_the_site_and_the_api(tiny_task, log_zip, client, people, monkeypatch):
+def test_uploads_are_throttled_per_user_on_the_site_and_the_api(tiny_task_ready, log_zip, client, people, monkeypatch):
     monkeypatch.setattr(TraceUploadThrottle, "THROTTLE_RATES", {"trace_uploads": "1/hour"})
     client.force_login(people["stranger"])
     assert post(client, log_zip, task="tiny", agent="my-agent").status_code == 302
