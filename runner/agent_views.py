@@ -87,7 +87,7 @@ def agent_upload_view(request: HttpRequest) -> HttpResponse:
 @login_required
 def trace_upload_view(request: HttpRequest) -> HttpResponse:
     """Upload an MLAgentBench log: imported as ``import_trace`` does, as a self-reported run under an agent of one's
-    own, its final workspace scored by a short job; refused with the reason (nothing kept), or the run's page."""
+    own, its final workspace scored by a worker's job; refused with the reason (nothing kept), or the run's page."""
     tasks = list(Task.objects.filter(is_enabled=True).order_by("slug").values_list("slug", "title"))
     form = TraceUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
     status = 200

@@ -28,6 +28,15 @@ from .selectors import (
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
 
 
+def queue_unreachable_answer(exc: QueueUnreachable) -> Response:
+    """503 for runs written but not sent (they stay queued, sent when the queue is back): the request must not be
+    sent again, which would make them twice."""
+    return Response(
+        {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+
+
 class RunSerializer(serializers.ModelSerializer):
     task = serializers.CharField(source="task.slug")
     task_version = serializers.IntegerField(source="task_version.number")
@@ -198,11 +207,8 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
             )
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except QueueUnreachable as exc:  # the runs are written and stay queued: sending the request again would
-            return Response(  # make them twice
-                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
+        except QueueUnreachable as exc:
+            return queue_unreachable_answer(exc)
         return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: RunSerializer, **errors(403, 404, 409)})
@@ -259,7 +265,7 @@ class TraceUploadSerializer(serializers.Serializer):
 @parser_classes([MultiPartParser])
 def trace_import_api(request):
     """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
-    as the log says, its final workspace scored here by a short job: `score_pending` is true, and `final_score`
+    as the log says, its final workspace scored here by a worker's job: `score_pending` is true, and `final_score`
     empty, until it is (`GET /api/v1/runs/{id}/`). Rankings leave it out unless asked (`?origin=all`), and until
     scored. A bad log is a 400 naming the problem, and nothing is written."""
     upload = TraceUploadSerializer(data=request.data)

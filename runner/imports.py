@@ -6,7 +6,7 @@ The log is MLAgentBench's (``exports`` describes the layout): ``env_log/trace.js
 ``mlab_bench.json``. The run gets every step in order (action, input, observation, when it ended, its low-level
 steps), the workspace after each step (the step's files over the task's read-only ones, stored as blobs once
 each), and the final workspace scored here with the task version's eval in the sandbox, as our own runs are:
-at once by ``import_trace``, by a short job for an upload (``import_score``: a timed task's paired scoring takes
+at once by ``import_trace``, by a worker's job for an upload (``import_score``: a timed task's paired scoring takes
 minutes, longer than a web request should), the run waiting for it meanwhile (``Run.score_pending_since``).
 Its steps are as the log says: the run is marked self-reported (``Run.Origin.IMPORTED``) and rankings leave it
 out unless asked.
@@ -568,8 +568,8 @@ def _run_record(
     final: str,
     result: EvalResult | None,
 ) -> Run:
-    """The run and its steps, in one transaction; with no ``result`` the run waits for its score, and a short job
-    that scores it is sent once the transaction commits."""
+    """The run and its steps, in one transaction; with no ``result`` the run waits for its score, and the job that
+    scores it is sent once the transaction commits."""
     ending = _ending(log)
     timing = {s.get("index"): s for s in log.extras.get("steps", []) if isinstance(s, dict)}
     usage = log.extras.get("usage") if isinstance(log.extras.get("usage"), dict) else {}
@@ -657,7 +657,7 @@ def _score_fields(version: TaskVersion, result: EvalResult) -> dict:
 
 def import_score(run_id: int) -> Run | None:
     """Score an imported run that waits for its score (``Run.score_pending_since``): its final workspace with the
-    task version's eval in the sandbox, as ``trace_import`` scores one at once. The short job an upload sends, and
+    task version's eval in the sandbox, as ``trace_import`` scores one at once. The job an upload sends, and
     the reaper sends again when it is lost. A scoring that cannot be done (the task no longer prepares, the job's
     time limit) is recorded as the run's evaluation error: the run then has no score, as a run of ours whose eval
     failed. None when the run is gone; a run already scored is left as it is."""

@@ -142,7 +142,7 @@ def messages_waiting(kind: str = Run.Queue.RUNS) -> int | None:
 def step_score_enqueue(step_id: int) -> None:
     """Score the workspace after one step, once the transaction that asked for it commits (``QueueUnreachable``
     from the commit if the job queue cannot be reached: nothing records the job, it can be asked for again)."""
-    transaction.on_commit(partial(short_job_send, SCORE_STEP, step_id))
+    transaction.on_commit(partial(job_send, SCORE_STEP, step_id))
 
 
 def import_score_enqueue(run_id: int) -> None:
@@ -164,17 +164,15 @@ def import_score_send(run_id: int) -> None:
     (``Run.sent_at``: an imported run is never queued). Not a short job: for a timed task it re-runs the uploaded
     script, work the size of a run's, which must not hold up the reaper on the short queue."""
     kind = Run.objects.filter(pk=run_id).values_list("queue", flat=True).first() or Run.Queue.RUNS
-    try:
-        signature(SCORE_IMPORT, args=[run_id]).apply_async(queue=queue_name(kind))
-    except kombu.exceptions.OperationalError as exc:
-        raise QueueUnreachable(reason=str(exc), sent=[], unsent=[]) from exc
+    job_send(SCORE_IMPORT, run_id, queue=queue_name(kind))
     Run.objects.filter(pk=run_id).update(sent_at=timezone.now())
 
 
-def short_job_send(name: str, object_id: int) -> None:
-    """Send the short job ``name`` about one object now (``QueueUnreachable`` if the job queue cannot be reached)."""
+def job_send(name: str, object_id: int, *, queue: str | None = None) -> None:
+    """Send the job ``name`` about one object now, to ``queue`` (else where ``job_route`` sends it);
+    ``QueueUnreachable`` if the job queue cannot be reached."""
     try:
-        signature(name, args=[object_id]).apply_async()
+        signature(name, args=[object_id]).apply_async(**({"queue": queue} if queue else {}))
     except kombu.exceptions.OperationalError as exc:
         raise QueueUnreachable(reason=str(exc), sent=[], unsent=[]) from exc
 

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from bench.roles import is_staff
 from bench.schema import errors
 
-from .api import RunRequestSerializer, RunRequestThrottle, RunSerializer
+from .api import RunRequestSerializer, RunRequestThrottle, RunSerializer, queue_unreachable_answer
 from .jobs import QueueUnreachable
 from .models import Agent, Batch, RunLimits
 from .selectors import queue_positions_fill, submissions_list
@@ -139,10 +139,7 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except QueueUnreachable as exc:
-            return Response(
-                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
+            return queue_unreachable_answer(exc)
         return Response(SubmissionSerializer(self._fresh(batch)).data, status=status.HTTP_201_CREATED)
 
     def _fresh(self, batch: Batch) -> Batch:
@@ -166,10 +163,7 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except QueueUnreachable as exc:
-            return Response(
-                {"detail": f"{exc}; do not send the request again", "runs": exc.sent + exc.unsent},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
+            return queue_unreachable_answer(exc)
         created = RunSerializer(queue_positions_fill(runs), many=True).data
         answer = SubmissionSerializer(self._fresh(batch)).data | {"created_runs": created}
         return Response(answer)

@@ -14,10 +14,10 @@ from runner.execution.validation import task_version_validate_queue
 from runner.jobs import (
     SCORE_STEP,
     import_score_send,
+    job_send,
     messages_waiting,
     queue_name,
     queue_names,
-    short_job_send,
 )
 from runner.services import run_create, run_fork
 from task_bank.services import task_import
@@ -98,7 +98,7 @@ def test_a_message_claims_the_first_queued_run_of_its_kind_only(tiny_task, gpu_t
 def test_short_jobs_go_to_the_short_queue(tiny_task, redis_queues):
     run = run_create(task=tiny_task.task, agent=AgentFactory(), enqueue=False)
     step = StepFactory(run=run, index=0)
-    short_job_send(SCORE_STEP, step.pk)
+    job_send(SCORE_STEP, step.pk)
     celery_app.send_task("runner.reap_runs")
     jobs = [name for name, _, _ in messages(redis_queues, queue_name("short"))]
     assert jobs == ["runner.score_step", "runner.reap_runs"]
