@@ -409,7 +409,7 @@ BENCH_LOCAL_MODEL = env_bool("BENCH_LOCAL_MODEL", False)
 BENCH_LOCAL_MODEL_PORT = env_int("BENCH_LOCAL_MODEL_PORT", 8011)
 BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
 BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
-# A run's workspace on a filesystem of its own, of the limit's size (runner/workspaces.py): "tmpfs" (the kernel
+# A run's workspace on a filesystem of its own, of the limit's size (runner/workspace/mounts.py): "tmpfs" (the kernel
 # refuses the write over the limit; needs a root worker, and tmpfs pages are memory) or "none" (a plain folder
 # whose allocated blocks are counted after every action).
 BENCH_WORKSPACE_FS = os.environ.get("BENCH_WORKSPACE_FS") or ("tmpfs" if os.geteuid() == 0 else "none")

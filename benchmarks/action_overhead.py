@@ -86,7 +86,7 @@ def main() -> None:
     from runner.models import Run, RunLimits
     from runner.preparation import task_version_prepare
     from runner.services import run_create
-    from runner.snapshots import remove_tree
+    from runner.workspace.mounts import remove_tree
     from task_bank.services import BUILTIN_DIR, task_import
 
     version, _ = task_import(root=BUILTIN_DIR / "digits", slug="bench-digits")

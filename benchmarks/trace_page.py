@@ -115,7 +115,7 @@ def main() -> None:
     from runner.agents import agents_builtin_ensure
     from runner.models import Run, Step
     from runner.services import run_create
-    from runner.snapshots import BlobStore
+    from runner.workspace.snapshots import BlobStore
     from task_bank.services import BUILTIN_DIR, task_import
 
     call_command("migrate", verbosity=0)

@@ -54,7 +54,7 @@ def main() -> None:
     from runner.models import Agent, Run, Step
     from runner.preparation import task_version_prepare
     from runner.sandboxes import get_sandbox
-    from runner.snapshots import BlobStore
+    from runner.workspace.snapshots import BlobStore
     from task_bank.services import task_import
 
     call_command("migrate", verbosity=0)

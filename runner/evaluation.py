@@ -21,7 +21,8 @@ from .sandbox import Limits, Mount, Sandbox, folder_mounts
 from .sandbox.identity import writable_for_sandbox
 from .sandbox.process import run_process
 from .sandboxes import get_sandbox
-from .snapshots import BlobStore, Manifest, remove_tree, workspace_restore
+from .workspace.mounts import remove_tree
+from .workspace.snapshots import BlobStore, Manifest, workspace_restore
 
 # The harness (runner/harness/score.py) runs inside the sandbox: it imports scripts/eval.py as MLAgentBench
 # does, calls get_score on the submission and reports on a pipe (or a folder for backends that cannot pass one).

@@ -26,7 +26,7 @@ from task_bank.package import is_read_only
 
 from .models import Run, error_summary
 from .selectors import run_steps, run_trace_json
-from .snapshots import BlobStore, Manifest
+from .workspace.snapshots import BlobStore, Manifest
 
 ENV_LOG = "env_log"
 TRACE_FILE = "trace.json"

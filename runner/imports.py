@@ -43,8 +43,8 @@ from .preparation import PreparedTask, TaskPreparationError, task_version_prepar
 from .review import tags_auto
 from .sandbox import Limits
 from .sandboxes import get_sandbox
-from .snapshots import BlobStore, Manifest
 from .text import db_json, db_text
+from .workspace.snapshots import BlobStore, Manifest
 
 EXPECTED = "an MLAgentBench log folder (env_log/trace.json, env_log/traces/step_N_files/)"
 STEP_DIR_RE = re.compile(r"^step_(\d+|final)_files$")

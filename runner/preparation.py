@@ -21,7 +21,7 @@ from .sandbox import Limits, Mount, Sandbox
 from .sandbox.identity import owned_by_root, writable_for_sandbox
 from .sandbox.process import run_process
 from .sandboxes import get_sandbox
-from .snapshots import BlobStore, Manifest
+from .workspace.snapshots import BlobStore, Manifest
 
 
 class TaskPreparationError(Exception):

@@ -16,10 +16,10 @@ from django.template.loader import get_template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from . import fs
 from .models import Run, Step
-from .snapshots import BlobStore, Manifest, manifest_diff
 from .text import unified_diff
+from .workspace import fs
+from .workspace.snapshots import BlobStore, Manifest, manifest_diff
 
 PLAN = "Research Plan and Status"
 ENTRY_ORDER = ["Reflection", PLAN, "Fact Check", "Thought"]

@@ -55,7 +55,6 @@ from .services import (
     run_fork,
     run_steps_score_queue,
 )
-from .snapshots import BlobStore
 from .trace import (
     PLAN,
     WorkspaceTooLarge,
@@ -69,6 +68,7 @@ from .trace import (
     workspace_zip,
     workspaces_compared,
 )
+from .workspace.snapshots import BlobStore
 
 
 def _run_or_404(request: HttpRequest, pk: int) -> Run:

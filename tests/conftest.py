@@ -127,7 +127,7 @@ def private_agent(people):
 def private_run(tiny_task, private_agent):
     """An ended run of the private agent that succeeded with a score of 9, and one step whose workspace holds
     notes.txt."""
-    from runner.snapshots import BlobStore
+    from runner.workspace.snapshots import BlobStore
 
     from .factories import RunFactory, StepFactory
 

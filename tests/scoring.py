@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runner.models import Run
 from runner.preparation import cache_dir
-from runner.snapshots import BlobStore, manifest_restore
+from runner.workspace.snapshots import BlobStore, manifest_restore
 
 
 def eval_score_of(run: Run, folder: Path) -> float:

@@ -266,7 +266,7 @@ CASES = {
 @pytest.fixture
 def objects(tmp_path, tiny_task, private_agent, people) -> dict:
     """A finished run of the private agent with three steps, a queued one, the tiny task and a retired one."""
-    from runner.snapshots import BlobStore
+    from runner.workspace.snapshots import BlobStore
 
     from .factories import StepFactory
 

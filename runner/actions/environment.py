@@ -15,10 +15,10 @@ from pathlib import Path
 
 from task_bank.package import is_read_only
 
-from .. import fs
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
 from ..sandbox.process import HeadTail
 from ..sandbox.supervised import SupervisedSandbox
+from ..workspace import fs
 from .catalogue import BY_NAME, EXECUTE_SCRIPT, FINAL_ANSWER, PYTHON_REPL, READ_FILE, ActionSpec, usage_text
 from .handlers import HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
 from .repl import Repl

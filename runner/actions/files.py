@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .. import fs
+from ..workspace import fs
 from .catalogue import APPEND_FILE, COPY_FILE, LIST_FILES, READ_FILE, UNDO_EDIT_SCRIPT, WRITE_FILE
 from .types import EnvError
 

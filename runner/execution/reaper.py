@@ -27,8 +27,8 @@ from ..jobs import (
     runs_send,
 )
 from ..models import Run
-from ..snapshots import remove_tree
 from ..workers import workers_forget
+from ..workspace.mounts import remove_tree
 from .session import attempt_scratch_remove
 from .validation import fail_validation_if_needed
 

@@ -22,8 +22,8 @@ from ..evaluation import EvalResult
 from ..models import LLMCall, Run, Step
 from ..protocol import AgentChannel
 from ..review import tags_auto
-from ..snapshots import BlobStore
 from ..text import db_json, db_text
+from ..workspace.snapshots import BlobStore
 from .endings import Ending
 from .validation import validation_record
 

@@ -27,7 +27,6 @@ from task_bank.models import TaskVersion
 from ..actions import ActionOutcome, EnvError, Environment
 from ..actions.catalogue import FINAL_ANSWER
 from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
-from ..fs import WalkLimitError
 from ..jobs import QueueUnreachable, run_enqueue
 from ..llm import LLMRequestError, complete
 from ..models import Run, Step
@@ -35,9 +34,10 @@ from ..preparation import PreparedTask, TaskPreparationError, task_version_prepa
 from ..sandbox import Limits, SandboxError
 from ..sandbox.process import HeadTail
 from ..sandboxes import get_sandbox
-from ..snapshots import BlobStore, Manifest, remove_tree
 from ..text import db_text
-from ..workspaces import WorkspaceMountError, workspace_layout
+from ..workspace.fs import WalkLimitError
+from ..workspace.mounts import WorkspaceMountError, remove_tree, workspace_layout
+from ..workspace.snapshots import BlobStore, Manifest
 from . import stopping
 from .conversation import Conversation
 from .endings import (

@@ -24,8 +24,8 @@ from ..agents import agents_builtin_ensure
 from ..jobs import QueueUnreachable
 from ..models import Batch, Run, Step, error_summary
 from ..services import run_create
-from ..snapshots import BlobStore, manifest_diff
 from ..text import db_text
+from ..workspace.snapshots import BlobStore, manifest_diff
 
 log = logging.getLogger(__name__)
 

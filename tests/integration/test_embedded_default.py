@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.snapshots import BlobStore, manifest_restore
+from runner.workspace.snapshots import BlobStore, manifest_restore
 
 from .conftest import ROOT, service_env, start_worker, stop_worker
 

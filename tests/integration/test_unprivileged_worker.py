@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from runner.models import Run, Step
-from runner.snapshots import BlobStore
+from runner.workspace.snapshots import BlobStore
 
 from ..factories import AgentFactory
 from ..runner.test_isolation_runs import (  # noqa: F401 - outside is a fixture

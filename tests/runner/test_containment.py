@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
-from runner import fs
 from runner.actions import Environment
 from runner.agent_packages import AgentPackageError, agent_import
 from runner.execution import run_execute
 from runner.models import Agent, LLMCall, ModelEndpoint, Step
 from runner.services import run_create
-from runner.snapshots import BlobStore, Snapshotter, manifest_restore
+from runner.workspace import fs
+from runner.workspace.snapshots import BlobStore, Snapshotter, manifest_restore
 from task_bank.package import TaskPackageError
 from task_bank.services import task_import_source
 
@@ -255,7 +255,7 @@ import django
 django.setup()
 from runner.actions import Environment
 from runner.sandboxes import get_sandbox
-from runner.snapshots import BlobStore, Snapshotter
+from runner.workspace.snapshots import BlobStore, Snapshotter
 
 workspace = sys.argv[1]
 env = Environment(workspace=workspace, sandbox=get_sandbox("local"), workspace_limit_mb=0)
@@ -413,8 +413,7 @@ def sized_env(tmp_path, backend):
     """An Environment on a sized workspace (20 MB, 500 inodes) in each isolating backend; unmounted afterwards."""
     from runner.actions import Environment
     from runner.sandboxes import get_sandbox
-    from runner.snapshots import remove_tree
-    from runner.workspaces import workspace_layout
+    from runner.workspace.mounts import remove_tree, workspace_layout
 
     workspace = tmp_path / "run" / "workspace-1"
     box = get_sandbox(backend)

@@ -14,7 +14,7 @@ from runner.evaluation import HARNESS_DIR, evaluate, result_parse
 from runner.preparation import task_version_prepare
 from runner.sandbox.bwrap import BwrapSandbox
 from runner.sandboxes import get_sandbox, sandbox_config
-from runner.snapshots import BlobStore
+from runner.workspace.snapshots import BlobStore
 
 GOOD = """
 import os

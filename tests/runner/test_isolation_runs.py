@@ -20,7 +20,7 @@ from runner.execution import run_execute
 from runner.models import Run, Step
 from runner.sandboxes import get_sandbox
 from runner.services import run_create
-from runner.snapshots import BlobStore
+from runner.workspace.snapshots import BlobStore
 from task_bank.services import task_import
 
 from ..factories import TINY_FILES, AgentFactory, package_write

@@ -56,7 +56,7 @@ def test_the_reaper_removes_what_no_live_attempt_uses(tiny_task, settings):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sized workspaces are mounted by a root worker only")
 def test_the_reaper_unmounts_the_sized_workspace_a_dead_attempt_left(tiny_task, settings):
-    from runner.workspaces import overlay_mount, sized_mount, support_paths
+    from runner.workspace.mounts import overlay_mount, sized_mount, support_paths
 
     ended = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, attempt=1)
     workspace = settings.BENCH_RUNS_DIR / str(ended.pk) / "workspace-1"

@@ -12,12 +12,12 @@ import pytest
 
 from runner.actions import Environment
 from runner.execution import run_execute
-from runner.fs import RACY_NS, Listing
 from runner.models import Run, Step
 from runner.sandboxes import get_sandbox
 from runner.services import run_create, run_fork
-from runner.snapshots import BlobStore, Snapshotter, manifest_restore, remove_tree
-from runner.workspaces import workspace_layout
+from runner.workspace.fs import RACY_NS, Listing
+from runner.workspace.mounts import remove_tree, workspace_layout
+from runner.workspace.snapshots import BlobStore, Snapshotter, manifest_restore
 from task_bank.services import task_import
 
 from ..factories import TINY_FILES, AgentFactory, package_write

@@ -4,13 +4,14 @@ import os
 
 import pytest
 
-from runner import fs
 from runner.execution import run_execute
 from runner.models import Step
 from runner.sandbox import Limits
 from runner.sandboxes import sandbox_config
 from runner.services import run_create
-from runner.snapshots import BlobStore, Snapshotter, manifest_restore, remove_tree
+from runner.workspace import fs
+from runner.workspace.mounts import remove_tree
+from runner.workspace.snapshots import BlobStore, Snapshotter, manifest_restore
 
 from ..factories import AgentFactory
 

@@ -21,7 +21,7 @@ from runner.exports import EXTRAS, EXTRAS_FORMAT
 from runner.imports import TraceImportError, trace_import
 from runner.models import Agent, Run, Step
 from runner.services import run_create
-from runner.snapshots import BlobStore
+from runner.workspace.snapshots import BlobStore
 
 from ..factories import AgentFactory
 

@@ -17,7 +17,7 @@ from runner.charts import score_over_steps_figure
 from runner.execution import run_execute
 from runner.models import Run, Step
 from runner.services import run_create
-from runner.snapshots import BlobStore
+from runner.workspace.snapshots import BlobStore
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
 

@@ -9,7 +9,7 @@ When the worker is root (``BENCH_WORKSPACE_FS=tmpfs``, the default then), a work
 
 so no walk, polling, depth, file count, sparseness or background thread can take the run past its limit: a write
 over it fails with ENOSPC (or an inode limit's ENOSPC) in the script that made it. Deleting files still works, and
-frees the space. ``remove_tree`` (snapshots) unmounts all of it.
+frees the space. ``remove_tree`` unmounts all of it.
 
 Where mounting is impossible (a worker that is not root, ``BENCH_WORKSPACE_FS=none``), the workspace is a plain
 folder and the environment counts its allocated blocks after every action instead (``Environment.over_limit``).
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
-from .sandbox.identity import writable_for_sandbox
+from ..sandbox.identity import writable_for_sandbox
 from .snapshots import BlobStore, Manifest, Snapshotter, manifest_restore
 
 log = logging.getLogger(__name__)
@@ -128,3 +129,15 @@ def workspace_layout(
         snapshotter.remember(rel, sha)
     writable_for_sandbox(workspace, sandbox.ids, read_only=read_only)
     return snapshotter
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder whatever a sandboxed process left in it (links, deep nesting, odd permissions)."""
+    path = Path(path)
+    workspace_unmount(path)  # a sized workspace: its mounts go first
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        shutil.rmtree(path)
+    except (OSError, RecursionError):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False, timeout=600)

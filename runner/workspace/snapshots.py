@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -35,8 +34,8 @@ from typing import BinaryIO
 
 from django.conf import settings
 
+from ..sandbox.identity import writable_for_sandbox
 from . import fs
-from .sandbox.identity import writable_for_sandbox
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -368,17 +367,3 @@ def manifest_diff(before: Manifest, after: Manifest) -> dict[str, list[str]]:
     removed = sorted(set(before) - set(after))
     changed = sorted(p for p in set(before) & set(after) if before[p][0] != after[p][0])
     return {"added": added, "removed": removed, "changed": changed}
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a folder whatever a sandboxed process left in it (links, deep nesting, odd permissions)."""
-    from .workspaces import workspace_unmount  # a sized workspace: its mounts go first
-
-    path = Path(path)
-    workspace_unmount(path)
-    if not path.exists() and not path.is_symlink():
-        return
-    try:
-        shutil.rmtree(path)
-    except (OSError, RecursionError):
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False, timeout=600)
