@@ -403,7 +403,7 @@ BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 # [{"name": "gpt-4o-mini", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY",
 #   "price_input_per_mtok": 0.15, "price_output_per_mtok": 0.6}]
 BENCH_MODEL_ENDPOINTS = os.environ.get("BENCH_MODEL_ENDPOINTS", "")
-# The optional local endpoint (runner/local_model.py): `make run` starts SmolLM2-135M-Instruct under
+# The optional local endpoint (runner/llm/local_model.py): `make run` starts SmolLM2-135M-Instruct under
 # `transformers serve` on this loopback port, and bench_init registers it as "local-smollm2" at price 0.
 BENCH_LOCAL_MODEL = env_bool("BENCH_LOCAL_MODEL", False)
 BENCH_LOCAL_MODEL_PORT = env_int("BENCH_LOCAL_MODEL_PORT", 8011)

@@ -1,4 +1,5 @@
-"""The local model endpoint on this machine: SmolLM2-135M-Instruct under `transformers serve` (runner/local_model.py).
+"""The local model endpoint on this machine: SmolLM2-135M-Instruct under `transformers serve`
+(runner/llm/local_model.py).
 
 Prints the weights' preparation (the GGUF de-quantised and saved as a float32 folder: time, peak memory, folder
 size), the server's start (until /v1/models answers), and for each prompt length the prompt processing speed
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from runner.local_model import (  # noqa: E402
+from runner.llm.local_model import (  # noqa: E402
     local_model_command,
     local_model_env,
     local_model_wait,
@@ -47,7 +48,7 @@ FILLER = (
 def prepare(var_dir: Path) -> tuple[float, float]:
     """Prepare the weights in a child process: seconds and the child's peak memory in MB."""
     code = (
-        "import sys; from pathlib import Path; from runner.local_model import local_model_prepare; "
+        "import sys; from pathlib import Path; from runner.llm.local_model import local_model_prepare; "
         "local_model_prepare(var_dir=Path(sys.argv[1]))"
     )
     start = time.perf_counter()

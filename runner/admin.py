@@ -7,7 +7,7 @@ from task_bank import admin as task_bank_admin
 from task_bank.models import Task, TaskVersion
 
 from .execution.validation import task_version_validate_queue
-from .llm import endpoint_check
+from .llm.gateway import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
 from .services import RunRequestError, run_again, run_cancel, run_steps_score_queue
 from .submissions import submission_approve

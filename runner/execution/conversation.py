@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..actions import ActionOutcome, catalogue_for_agent
 from ..actions.catalogue import INVALID_MESSAGE
 from ..agents import agent_popen
-from ..llm import LLMBudgetError, LLMError, completion_for_run
+from ..llm.gateway import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
 from ..protocol import AgentChannel, AgentExited, BadMessage
 from .endings import Ending, RunInterrupted

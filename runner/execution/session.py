@@ -28,7 +28,7 @@ from ..actions import ActionOutcome, EnvError, Environment
 from ..actions.catalogue import FINAL_ANSWER
 from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from ..jobs import QueueUnreachable, run_enqueue
-from ..llm import LLMRequestError, complete
+from ..llm.gateway import LLMRequestError, complete
 from ..models import Run, Step
 from ..preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from ..sandbox import Limits, SandboxError

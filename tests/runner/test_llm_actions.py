@@ -3,7 +3,7 @@
 import pytest
 
 from runner.actions import Environment
-from runner.llm import complete
+from runner.llm.gateway import complete
 from runner.models import LLMCall, Run
 from runner.sandboxes import get_sandbox, sandbox_python
 

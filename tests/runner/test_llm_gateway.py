@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from runner.execution import run_execute
-from runner.llm import LLMError, complete, endpoint_check
+from runner.llm.gateway import LLMError, complete, endpoint_check
 from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 

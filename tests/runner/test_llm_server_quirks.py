@@ -5,7 +5,7 @@ test_real_llm_server.py meets them on a real server."""
 
 import pytest
 
-from runner.llm import LLMError, call_timeout, complete, endpoints_sync
+from runner.llm.gateway import LLMError, call_timeout, complete, endpoints_sync
 from runner.models import LLMCall, ModelEndpoint, Run
 
 from ..factories import AgentFactory, RunFactory

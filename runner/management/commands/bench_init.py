@@ -7,8 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents import agents_builtin_ensure
 from runner.execution.validation import task_version_validate_queue
-from runner.llm import endpoints_sync
-from runner.local_model import local_endpoint_spec
+from runner.llm.gateway import endpoints_sync
+from runner.llm.local_model import local_endpoint_spec
 from runner.models import Run
 from task_bank.models import Task
 from task_bank.services import builtin_tasks_load

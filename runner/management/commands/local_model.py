@@ -4,7 +4,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.local_model import LocalModelError, local_model_command, local_model_env, local_model_prepare
+from runner.llm.local_model import LocalModelError, local_model_command, local_model_env, local_model_prepare
 
 
 class Command(BaseCommand):

@@ -24,8 +24,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .models import LLMCall, LLMLease, ModelEndpoint, Run
-from .text import db_json, db_text
+from ..models import LLMCall, LLMLease, ModelEndpoint, Run
+from ..text import db_json, db_text
 
 log = logging.getLogger(__name__)
 
