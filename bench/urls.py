@@ -9,7 +9,6 @@ from bench.health import healthz
 from leaderboard.api import leaderboard_api
 from runner.api import AgentViewSet, RunViewSet, trace_import_api
 from runner.submission_api import SubmissionViewSet
-from runner.worker_views import worker_list_view
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()
@@ -21,7 +20,6 @@ router.register("submissions", SubmissionViewSet, basename="submission")
 urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>
     path("healthz", healthz, name="healthz"),
-    path("workers/", worker_list_view, name="workers"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(router.urls)),
     path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),

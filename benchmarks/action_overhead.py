@@ -52,7 +52,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from runner.actions import Environment
-    from runner.sandboxes import get_sandbox, sandbox_python
+    from runner.execution.sandboxes import get_sandbox, sandbox_python
 
     python = sandbox_python()
     workspace = var / "ws"
@@ -83,8 +83,8 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from runner.agents import agents_builtin_ensure
     from runner.execution import RunSession, run_claim
+    from runner.execution.preparation import task_version_prepare
     from runner.models import Run, RunLimits
-    from runner.preparation import task_version_prepare
     from runner.services import run_create
     from runner.workspace.mounts import remove_tree
     from task_bank.services import BUILTIN_DIR, task_import
@@ -117,7 +117,7 @@ def main() -> None:
 def compare(repeats: int, workspace: Path, python: str) -> None:
     """Rounds of: bare run, Execute Script in a new sandbox, bare run, Execute Script in the kept sandbox."""
     from runner.actions import Environment
-    from runner.sandboxes import get_sandbox
+    from runner.execution.sandboxes import get_sandbox
 
     (workspace / "sleep1.py").write_text("import time\ntime.sleep(1)\nprint('hello')\n")
     envs = {}

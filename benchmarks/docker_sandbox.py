@@ -46,10 +46,10 @@ def main() -> None:
     from django.conf import settings
 
     from runner.actions import Environment
+    from runner.execution.sandboxes import get_sandbox
     from runner.sandbox.docker import REMOVER
     from runner.sandbox.identity import writable_for_sandbox
     from runner.sandbox.process import reap, run_process
-    from runner.sandboxes import get_sandbox
 
     boxes = {kind: get_sandbox(kind) for kind in ("docker", "bwrap")}
     docker = boxes["docker"]

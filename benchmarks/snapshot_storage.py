@@ -108,7 +108,7 @@ def mlagentbench_save(workspace: Path, traces: Path, step: int, read_only: list[
 
 def run_scenario(name: str, steps: int, root: Path) -> dict:
     from runner.actions import Environment
-    from runner.sandboxes import get_sandbox
+    from runner.execution.sandboxes import get_sandbox
     from runner.workspace.snapshots import BlobStore, manifest_restore
 
     env, read_only, outputs = scenario_files(name)

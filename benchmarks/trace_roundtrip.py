@@ -48,12 +48,12 @@ def main() -> None:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from runner.evaluation import evaluate
+    from runner.execution.evaluation import evaluate
+    from runner.execution.preparation import task_version_prepare
+    from runner.execution.sandboxes import get_sandbox
     from runner.exports import trace_export
     from runner.imports import trace_import
     from runner.models import Agent, Run, Step
-    from runner.preparation import task_version_prepare
-    from runner.sandboxes import get_sandbox
     from runner.workspace.snapshots import BlobStore
     from task_bank.services import task_import
 

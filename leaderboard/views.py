@@ -4,7 +4,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
-from runner.preparation import prepared_env_listing
+from runner.execution.preparation import prepared_env_listing
 from runner.selectors import queue_positions_fill, runs_list, runs_rows
 from task_bank.models import Task
 from task_bank.package import CATEGORIES

@@ -15,11 +15,11 @@ from django.conf import settings
 
 from .actions import catalogue_for_agent
 from .actions.handlers import HANDLERS, LLM_HANDLERS
-from .agents import agent_popen
+from .execution.agent_process import agent_popen
+from .execution.protocol import AgentChannel, AgentExited, BadMessage
+from .execution.sandboxes import get_sandbox
 from .models import Run, RunLimits
-from .protocol import AgentChannel, AgentExited, BadMessage
 from .sandbox import SandboxError
-from .sandboxes import get_sandbox
 
 STDERR_TAIL_CHARS = 2000
 

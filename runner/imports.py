@@ -35,14 +35,14 @@ from task_bank.archive import extracted, upload_saved
 from task_bank.models import Task, TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
-from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from .execution.evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from .execution.preparation import PreparedTask, TaskPreparationError, task_version_prepare
+from .execution.sandboxes import get_sandbox
 from .exports import ENV_LOG, ERROR_FILE, EXTRAS, EXTRAS_FORMAT, OVERALL_TIME, TRACE_FILE
 from .jobs import import_score_enqueue
 from .models import Agent, Run, Step
-from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .review import tags_auto
 from .sandbox import Limits
-from .sandboxes import get_sandbox
 from .text import db_json, db_text
 from .workspace.snapshots import BlobStore, Manifest
 

@@ -577,7 +577,8 @@ class LLMLease(models.Model):
 
 class Worker(models.Model):
     """A Celery worker process, as it last reported itself: a row survives the worker's death, so staff see when a
-    worker was last heard of (``runner.workers``); its runs are the live runs whose ``Run.worker`` is its name."""
+    worker was last heard of (``runner.execution.workers``); its runs are the live runs whose ``Run.worker`` is its
+    name."""
 
     name = models.CharField(max_length=200, unique=True, help_text="Celery's node name, as runs record it.")
     queues = models.JSONField(default=list, blank=True, help_text="The job queues it serves.")

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import agent_views, submission_views, views
+from .execution import views as execution_views
 
 app_name = "runner"
 urlpatterns = [
@@ -15,6 +16,7 @@ urlpatterns = [
     path("runs/compare/", views.runs_compare_view, name="runs_compare"),
     path("runs/import/", agent_views.trace_upload_view, name="trace_upload"),
     path("actions/", views.action_catalogue_view, name="actions"),
+    path("workers/", execution_views.worker_list_view, name="worker_list"),
     path("runs/<int:pk>/", views.run_detail_view, name="run_detail"),
     path("runs/<int:pk>/steps/", views.run_steps_view, name="run_steps"),
     path("runs/<int:pk>/poll/", views.run_poll_view, name="run_poll"),

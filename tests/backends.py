@@ -14,9 +14,9 @@ def docker_missing() -> str:
     """Why the docker backend cannot be tried here, or '' when it can."""
     from django.conf import settings
 
+    from runner.execution.sandboxes import sandbox_config
     from runner.sandbox import SandboxError
     from runner.sandbox.docker import docker_client
-    from runner.sandboxes import sandbox_config
 
     try:
         client = docker_client(sandbox_config("docker"))

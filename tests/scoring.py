@@ -7,8 +7,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from runner.execution.preparation import cache_dir
 from runner.models import Run
-from runner.preparation import cache_dir
 from runner.workspace.snapshots import BlobStore, manifest_restore
 
 

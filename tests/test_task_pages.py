@@ -2,7 +2,7 @@ import pytest
 from django.urls import reverse
 
 from runner.execution import run_execute
-from runner.preparation import task_version_prepare
+from runner.execution.preparation import task_version_prepare
 from runner.services import run_create
 
 from .factories import AgentFactory, RunFactory

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from ..actions import ActionOutcome, catalogue_for_agent
 from ..actions.catalogue import INVALID_MESSAGE
-from ..agents import agent_popen
 from ..llm.gateway import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
-from ..protocol import AgentChannel, AgentExited, BadMessage
+from .agent_process import agent_popen
 from .endings import Ending, RunInterrupted
+from .protocol import AgentChannel, AgentExited, BadMessage
 
 if TYPE_CHECKING:
     from .session import RunSession

@@ -16,7 +16,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..evaluation import STEP_SCORE_SCRATCH
 from ..jobs import (
     JOB_GRACE_S,
     QueueUnreachable,
@@ -27,10 +26,11 @@ from ..jobs import (
     runs_send,
 )
 from ..models import Run
-from ..workers import workers_forget
 from ..workspace.mounts import remove_tree
+from .evaluation import STEP_SCORE_SCRATCH
 from .session import attempt_scratch_remove
 from .validation import fail_validation_if_needed
+from .workers import workers_forget
 
 log = logging.getLogger(__name__)
 

@@ -18,13 +18,13 @@ from django.utils import timezone
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome
-from ..evaluation import EvalResult
 from ..models import LLMCall, Run, Step
-from ..protocol import AgentChannel
 from ..review import tags_auto
 from ..text import db_json, db_text
 from ..workspace.snapshots import BlobStore
 from .endings import Ending
+from .evaluation import EvalResult
+from .protocol import AgentChannel
 from .validation import validation_record
 
 log = logging.getLogger(__name__)

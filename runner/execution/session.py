@@ -26,14 +26,11 @@ from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, EnvError, Environment
 from ..actions.catalogue import FINAL_ANSWER
-from ..evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from ..jobs import QueueUnreachable, run_enqueue
 from ..llm.gateway import LLMRequestError, complete
 from ..models import Run, Step
-from ..preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from ..sandbox import Limits, SandboxError
 from ..sandbox.process import HeadTail
-from ..sandboxes import get_sandbox
 from ..text import db_text
 from ..workspace.fs import WalkLimitError
 from ..workspace.mounts import WorkspaceMountError, remove_tree, workspace_layout
@@ -51,7 +48,10 @@ from .endings import (
     infrastructure_failure,
     task_failure,
 )
+from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .recording import run_finish, step_record
+from .sandboxes import get_sandbox
 from .validation import task_version_validate_queue
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""What a deployment says about its sandboxes. The runner reads it from settings (``runner.sandboxes``); nothing in
-this package reads settings itself."""
+"""What a deployment says about its sandboxes. The runner reads it from settings (``runner.execution.sandboxes``);
+nothing in this package reads settings itself."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from leaderboard import selectors
 from leaderboard.cache import ranking_generation
 from leaderboard.exports import leaderboard_row_export
 from leaderboard.query import RankingOptions
-from runner.evaluation import EvalResult
 from runner.execution.endings import Ending
+from runner.execution.evaluation import EvalResult
 from runner.execution.recording import run_finish
 from runner.models import Agent, ReviewTag, Run
 from runner.services import run_cancel

@@ -1,8 +1,8 @@
 import pytest
 
 from runner.actions import Environment
+from runner.execution.sandboxes import get_sandbox
 from runner.sandbox.identity import writable_for_sandbox
-from runner.sandboxes import get_sandbox
 
 
 @pytest.fixture

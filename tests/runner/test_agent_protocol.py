@@ -79,7 +79,7 @@ def test_the_step_limit_ends_the_run_and_the_workspace_is_still_scored(tiny_task
 
 @pytest.mark.django_db(transaction=True)
 def test_a_line_too_long_to_be_a_message_is_one_error_and_the_run_goes_on(tiny_task):
-    from runner.protocol import MAX_LINE_BYTES
+    from runner.execution.protocol import MAX_LINE_BYTES
 
     run = run_scripted(tiny_task, [{"long_line": 2 * MAX_LINE_BYTES + 12345}, FINAL])
 

@@ -3,7 +3,7 @@
 import pytest
 
 from runner.execution import run_execute
-from runner.preparation import cache_dir
+from runner.execution.preparation import cache_dir
 from runner.services import run_create
 
 from ..factories import AgentFactory

@@ -254,7 +254,7 @@ import os, resource, sys
 import django
 django.setup()
 from runner.actions import Environment
-from runner.sandboxes import get_sandbox
+from runner.execution.sandboxes import get_sandbox
 from runner.workspace.snapshots import BlobStore, Snapshotter
 
 workspace = sys.argv[1]
@@ -412,7 +412,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a sized workspace is 
 def sized_env(tmp_path, backend):
     """An Environment on a sized workspace (20 MB, 500 inodes) in each isolating backend; unmounted afterwards."""
     from runner.actions import Environment
-    from runner.sandboxes import get_sandbox
+    from runner.execution.sandboxes import get_sandbox
     from runner.workspace.mounts import remove_tree, workspace_layout
 
     workspace = tmp_path / "run" / "workspace-1"
@@ -578,9 +578,9 @@ def spawn_beside_a_hog(hog: Environment, other: Environment, spawn: str) -> str:
 @pytest.mark.skipif(not __import__("runner.sandbox.cgroups").sandbox.cgroups.available(), reason="no cgroups here")
 def test_processes_held_in_one_sandbox_do_not_count_against_another(tmp_path):
     from runner.actions import Environment
+    from runner.execution.sandboxes import get_sandbox
     from runner.sandbox import Limits
     from runner.sandbox.identity import writable_for_sandbox
-    from runner.sandboxes import get_sandbox
 
     def environment(name: str, processes: int) -> Environment:
         workspace = tmp_path / name
@@ -629,10 +629,10 @@ def test_a_worker_removes_only_empty_groups_of_other_workers_and_kills_nothing_i
 @needs_root
 def test_without_cgroups_runs_with_uids_of_their_own_do_not_starve_each_other(tmp_path, settings, monkeypatch):
     from runner.actions import Environment
+    from runner.execution.sandboxes import get_sandbox
     from runner.sandbox import Limits
     from runner.sandbox.cgroups import Cgroup
     from runner.sandbox.identity import writable_for_sandbox
-    from runner.sandboxes import get_sandbox
 
     monkeypatch.setattr(Cgroup, "create", classmethod(lambda cls, **kwargs: None))  # a host without cgroups
     settings.BENCH_SANDBOX_UID_RANGE = "300000-300999"

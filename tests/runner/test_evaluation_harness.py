@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from runner.evaluation import HARNESS_DIR, evaluate, result_parse
-from runner.preparation import task_version_prepare
+from runner.execution.evaluation import HARNESS_DIR, evaluate, result_parse
+from runner.execution.preparation import task_version_prepare
+from runner.execution.sandboxes import get_sandbox, sandbox_config
 from runner.sandbox.bwrap import BwrapSandbox
-from runner.sandboxes import get_sandbox, sandbox_config
 from runner.workspace.snapshots import BlobStore
 
 GOOD = """

@@ -2,7 +2,7 @@
 
 import os
 
-from runner.sandboxes import sandbox_config
+from runner.execution.sandboxes import sandbox_config
 
 
 def run_script(env, source: str, name: str = "attempt.py"):

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from runner.execution import run_execute
+from runner.execution.sandboxes import get_sandbox
 from runner.models import Run, Step
-from runner.sandboxes import get_sandbox
 from runner.services import run_create
 from runner.workspace.snapshots import BlobStore
 from task_bank.services import task_import

@@ -3,9 +3,9 @@
 import pytest
 
 from runner.actions import Environment
+from runner.execution.sandboxes import get_sandbox, sandbox_python
 from runner.llm.gateway import complete
 from runner.models import LLMCall, Run
-from runner.sandboxes import get_sandbox, sandbox_python
 
 from ..factories import AgentFactory, RunFactory
 

@@ -18,13 +18,13 @@ import docker
 import pytest
 import requests
 
-from runner.evaluation import HARNESS_DIR, evaluate
-from runner.preparation import task_version_prepare
-from runner.protocol import AgentChannel
+from runner.execution.evaluation import HARNESS_DIR, evaluate
+from runner.execution.preparation import task_version_prepare
+from runner.execution.protocol import AgentChannel
+from runner.execution.sandboxes import get_sandbox
 from runner.sandbox import Limits, Mount, SandboxError
 from runner.sandbox.docker import REMOVER, DockerSandbox, StreamDemux, owner_token, process_start_ticks
 from runner.sandbox.process import is_running, reap, run_process
-from runner.sandboxes import get_sandbox
 
 from ..backends import BACKENDS, skip_unless_backend
 
@@ -287,7 +287,7 @@ def test_a_task_asking_for_a_gpu_sends_a_device_request_to_the_engine(engine):
 
 @pytest.mark.docker
 def test_a_worker_start_sweeps_the_containers_of_dead_workers_only(engine, settings):
-    from runner.tasks import sweep_sandbox_containers
+    from runner.execution.workers import sweep_sandbox_containers
 
     dead = subprocess.Popen(["sleep", "0"])
     dead_token = f"{socket.gethostname()}/{dead.pid}/{process_start_ticks(dead.pid)}"

@@ -45,7 +45,7 @@ for path in [{str(secret)!r}, "../" * 12 + {str(secret).lstrip("/")!r}, "link.tx
 
 
 def test_hidden_task_files_are_not_visible(make_env, tiny_task):
-    from runner.preparation import task_version_prepare
+    from runner.execution.preparation import task_version_prepare
 
     prepared = task_version_prepare(tiny_task)
     answer = prepared.scripts_dir / "answer.txt"

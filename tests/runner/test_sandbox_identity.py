@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
+from runner.execution.sandboxes import sandbox_config
 from runner.sandbox.identity import writable_for_sandbox
-from runner.sandboxes import sandbox_config
 
 as_root = pytest.mark.skipif(sandbox_config().ids is None, reason="the worker is not root here")
 

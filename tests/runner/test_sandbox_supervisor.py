@@ -327,7 +327,7 @@ def test_closing_the_environment_ends_the_kept_sandbox(kept_env):
 
 
 def test_a_command_the_worker_never_stops_is_stopped_by_the_supervisor_after_its_time_limit(make_env):
-    from runner.sandboxes import get_sandbox
+    from runner.execution.sandboxes import get_sandbox
 
     env = make_env()
     box = get_sandbox("bwrap")
@@ -349,7 +349,7 @@ import django
 django.setup()
 from runner.actions import Environment
 from runner.sandbox.identity import writable_for_sandbox
-from runner.sandboxes import get_sandbox
+from runner.execution.sandboxes import get_sandbox
 
 workspace = Path(sys.argv[1])
 box = get_sandbox("bwrap")

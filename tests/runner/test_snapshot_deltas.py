@@ -12,8 +12,8 @@ import pytest
 
 from runner.actions import Environment
 from runner.execution import run_execute
+from runner.execution.sandboxes import get_sandbox
 from runner.models import Run, Step
-from runner.sandboxes import get_sandbox
 from runner.services import run_create, run_fork
 from runner.workspace.fs import RACY_NS, Listing
 from runner.workspace.mounts import remove_tree, workspace_layout

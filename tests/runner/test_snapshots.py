@@ -5,9 +5,9 @@ import os
 import pytest
 
 from runner.execution import run_execute
+from runner.execution.sandboxes import sandbox_config
 from runner.models import Step
 from runner.sandbox import Limits
-from runner.sandboxes import sandbox_config
 from runner.services import run_create
 from runner.workspace import fs
 from runner.workspace.mounts import remove_tree

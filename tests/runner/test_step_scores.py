@@ -1,7 +1,7 @@
 import pytest
 
-from runner.evaluation import step_score
 from runner.execution import run_execute
+from runner.execution.evaluation import step_score
 from runner.models import Step
 from runner.services import run_create
 

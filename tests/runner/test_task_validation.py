@@ -5,10 +5,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runner.execution import run_execute
+from runner.execution.preparation import cache_dir, task_version_prepare
+from runner.execution.sandboxes import get_sandbox
 from runner.execution.validation import task_version_validate_queue
 from runner.models import Run
-from runner.preparation import cache_dir, task_version_prepare
-from runner.sandboxes import get_sandbox
 from task_bank.services import task_import
 
 from ..factories import TINY_FILES, package_write, validate_now

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runner.execution.workers import worker_heartbeat, worker_stopped
 from runner.models import Run, Worker
-from runner.workers import worker_heartbeat, worker_stopped
 
 from ..factories import AgentFactory, RunFactory
 

@@ -2,20 +2,32 @@
 its main process, every ``BENCH_WORKER_HEARTBEAT_S``, and its clean stop. The row outlives the worker: a worker
 that died (SIGKILL, a lost machine) keeps its last heartbeat, and the page calls it lost once that is older than
 ``BENCH_HEARTBEAT_STALE_S`` (when the reaper also takes its runs for orphaned). Celery's own ``inspect`` would
-only show the workers that answer now."""
+only show the workers that answer now.
+
+A worker told to stop (SIGTERM, or Ctrl-C under ``make run``) hands its runs back: each notices within a second,
+stops what it runs and goes back to the queue, first in line, to be resumed from its last recorded step by the
+next worker; the worker then exits. It starts nothing new meanwhile: a message it still takes is sent again.
+
+The Celery signal handlers at the end of this module do both; ``RunnerConfig.ready`` imports the jobs, which import
+this module, so every worker process connects them."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
+from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from .models import Run, Worker
+from ..models import Run, Worker
+from . import stopping
+from .sandboxes import docker_containers_sweep
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +104,63 @@ def workers_overview() -> list[WorkerView]:
         views.append(WorkerView(worker=worker, state=state, runs=runs.get(worker.name, [])))
     order = {"alive": 0, "lost": 1, "stopped": 2}
     return sorted(views, key=lambda v: (order[v.state], v.worker.name))
+
+
+def _stopping_marker(pid: int) -> Path:
+    """Present while the worker whose main process is ``pid`` is stopping (its pool processes look for it)."""
+    return Path(settings.BENCH_RUNS_DIR) / f".worker-stopping-{pid}"
+
+
+def worker_stopping() -> bool:
+    """Is the worker this job runs in stopping? (The job runs in the main process or in one of its children.)"""
+    return stopping.requested.is_set() or any(_stopping_marker(pid).exists() for pid in {os.getpid(), os.getppid()})
+
+
+@worker_init.connect
+@worker_shutdown.connect
+def forget_stopping(**kwargs) -> None:
+    _stopping_marker(os.getpid()).unlink(missing_ok=True)
+
+
+@worker_init.connect
+def sweep_sandbox_containers(**kwargs) -> None:
+    """Containers of the docker sandbox whose worker process died (their removal cut short, or the whole worker
+    killed) are removed when a worker starts; those of live workers stay."""
+    if settings.BENCH_SANDBOX == "docker":
+        removed = docker_containers_sweep()
+        if removed:
+            log.info("removed %d sandbox containers left by dead workers", removed)
+
+
+@worker_shutting_down.connect
+def hand_back_runs(sender=None, **kwargs) -> None:
+    marker = _stopping_marker(os.getpid())
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    Run.objects.filter(worker=str(sender), status__in=Run.ON_WORKER).update(hand_back_requested_at=timezone.now())
+
+
+_heartbeat: HeartbeatThread | None = None
+
+
+@worker_ready.connect
+def heartbeat_start(sender=None, **kwargs) -> None:
+    """The worker records a heartbeat (runner.execution.workers) from its main process while it lives."""
+    global _heartbeat
+    queues = sorted(sender.app.amqp.queues.consume_from)
+    concurrency = getattr(getattr(sender, "controller", None), "concurrency", None) or 1
+    _heartbeat = HeartbeatThread(name=sender.hostname, queues=queues, concurrency=concurrency, pid=os.getpid())
+    _heartbeat.start()
+
+
+@worker_shutdown.connect
+def heartbeat_stop(sender=None, **kwargs) -> None:
+    global _heartbeat
+    if _heartbeat is None:
+        return
+    _heartbeat.stop()
+    try:
+        worker_stopped(name=_heartbeat.worker["name"])
+    except Exception:  # the database is gone: the page will call the worker lost instead of stopped
+        log.exception("worker %s: its stop could not be recorded", _heartbeat.worker["name"])
+    _heartbeat = None

@@ -7,7 +7,7 @@ import logging
 
 from django.conf import settings
 
-from .sandbox import Sandbox, SandboxConfig, SandboxError, sandbox_create
+from ..sandbox import Sandbox, SandboxConfig, SandboxError, sandbox_create
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def run_uid(run_id: int) -> int | None:
 def docker_containers_sweep() -> int:
     """Remove the docker sandbox containers that worker processes of this host left when they died (a worker's
     start calls this when the configured sandbox is docker). Returns how many went; 0 without an engine."""
-    from .sandbox.docker import containers_sweep, docker_client
+    from ..sandbox.docker import containers_sweep, docker_client
 
     try:
         return containers_sweep(docker_client(sandbox_config("docker")))

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .sandbox.process import HeadTail, is_running, kill_group, reap
+from ..sandbox.process import HeadTail, is_running, kill_group, reap
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_PENDING_BYTES = 64 * 1024 * 1024  # written by the agent and not yet answered

@@ -1,4 +1,4 @@
-"""The workers page (staff): each worker's queues, last heartbeat and the runs it holds (``runner.workers``)."""
+"""The workers page (staff): each worker's queues, last heartbeat and the runs it holds (``workers.py``)."""
 
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required

@@ -14,19 +14,19 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .actions.types import WORKSPACE
-from .models import Run, Step, error_summary
+from ..actions.types import WORKSPACE
+from ..models import Run, Step, error_summary
+from ..sandbox import Limits, Mount, Sandbox, folder_mounts
+from ..sandbox.identity import writable_for_sandbox
+from ..sandbox.process import run_process
+from ..workspace.mounts import remove_tree
+from ..workspace.snapshots import BlobStore, Manifest, workspace_restore
 from .preparation import PreparedTask, task_version_prepare
-from .sandbox import Limits, Mount, Sandbox, folder_mounts
-from .sandbox.identity import writable_for_sandbox
-from .sandbox.process import run_process
 from .sandboxes import get_sandbox
-from .workspace.mounts import remove_tree
-from .workspace.snapshots import BlobStore, Manifest, workspace_restore
 
 # The harness (runner/harness/score.py) runs inside the sandbox: it imports scripts/eval.py as MLAgentBench
 # does, calls get_score on the submission and reports on a pipe (or a folder for backends that cannot pass one).
-HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 HARNESS_TARGET = "/opt/mlab/harness"
 RESULT_LIMIT = 65536
 

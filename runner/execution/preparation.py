@@ -17,11 +17,11 @@ from django.conf import settings
 from task_bank.models import TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
-from .sandbox import Limits, Mount, Sandbox
-from .sandbox.identity import owned_by_root, writable_for_sandbox
-from .sandbox.process import run_process
+from ..sandbox import Limits, Mount, Sandbox
+from ..sandbox.identity import owned_by_root, writable_for_sandbox
+from ..sandbox.process import run_process
+from ..workspace.snapshots import BlobStore, Manifest
 from .sandboxes import get_sandbox
-from .workspace.snapshots import BlobStore, Manifest
 
 
 class TaskPreparationError(Exception):
