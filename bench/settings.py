@@ -426,7 +426,7 @@ BENCH_TRACE_JSON_MAX_BYTES = env_int("BENCH_TRACE_JSON_MAX_BYTES", 64 * 1024**2)
 BENCH_IMPORT_RERUN_TIMEOUT_S = env_int("BENCH_IMPORT_RERUN_TIMEOUT_S", 300)
 BENCH_TASK_MAX_FILE_BYTES = env_int("BENCH_TASK_MAX_FILE_BYTES", 1024**3)
 BENCH_TASK_MAX_FILES = env_int("BENCH_TASK_MAX_FILES", 100_000)
-# An uploaded agent must answer its first message within this many seconds (runner/agent_smoke.py).
+# An uploaded agent must answer its first message within this many seconds (runner/agents/smoke.py).
 BENCH_AGENT_SMOKE_TIMEOUT_S = env_float("BENCH_AGENT_SMOKE_TIMEOUT_S", 60.0)
 # An uploaded agent package (a zip) may be at most this big.
 BENCH_AGENT_UPLOAD_MAX_BYTES = env_int("BENCH_AGENT_UPLOAD_MAX_BYTES", 50 * 1024**2)

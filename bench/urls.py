@@ -7,8 +7,9 @@ from rest_framework.routers import DefaultRouter
 
 from bench.health import healthz
 from leaderboard.api import leaderboard_api
-from runner.api import AgentViewSet, RunViewSet, trace_import_api
-from runner.submission_api import SubmissionViewSet
+from runner.agents.api import AgentViewSet, SubmissionViewSet
+from runner.api import RunViewSet
+from runner.logs.api import trace_import_api
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()

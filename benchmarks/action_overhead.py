@@ -81,7 +81,7 @@ def main() -> None:
 
     # A file action as a run records it: environment + snapshot + step row + run counters, in one transaction.
     call_command("migrate", verbosity=0)
-    from runner.agents import agents_builtin_ensure
+    from runner.agents.builtin import agents_builtin_ensure
     from runner.execution import RunSession, run_claim
     from runner.execution.preparation import task_version_prepare
     from runner.models import Run, RunLimits

@@ -35,7 +35,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from runner.agent_smoke import AgentSmokeError, agent_smoke_test
+    from runner.agents.smoke import AgentSmokeError, agent_smoke_test
 
     crasher = Path(tempfile.mkdtemp(prefix="smokebench-"))
     (crasher / "crasher.py").write_text("import mlab_agents.sdk\nraise RuntimeError('missing weights')\n")

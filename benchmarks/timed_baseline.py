@@ -50,7 +50,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from runner.agents import agents_builtin_ensure
+    from runner.agents.builtin import agents_builtin_ensure
     from runner.execution import run_execute
     from runner.services import run_create
     from task_bank.models import TaskVersion

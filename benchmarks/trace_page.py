@@ -112,7 +112,7 @@ def main() -> None:
     from django.test import Client
     from django.urls import reverse
 
-    from runner.agents import agents_builtin_ensure
+    from runner.agents.builtin import agents_builtin_ensure
     from runner.models import Run, Step
     from runner.services import run_create
     from runner.workspace.snapshots import BlobStore

@@ -51,8 +51,8 @@ def main() -> None:
     from runner.execution.evaluation import evaluate
     from runner.execution.preparation import task_version_prepare
     from runner.execution.sandboxes import get_sandbox
-    from runner.exports import trace_export
-    from runner.imports import trace_import
+    from runner.logs.exports import trace_export
+    from runner.logs.imports import trace_import
     from runner.models import Agent, Run, Step
     from runner.workspace.snapshots import BlobStore
     from task_bank.services import task_import

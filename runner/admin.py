@@ -6,11 +6,11 @@ from django.utils.html import format_html
 from task_bank import admin as task_bank_admin
 from task_bank.models import Task, TaskVersion
 
+from .agents.submissions import submission_approve
 from .execution.validation import task_version_validate_queue
 from .llm.gateway import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
 from .services import RunRequestError, run_again, run_cancel, run_steps_score_queue
-from .submissions import submission_approve
 
 admin.site.site_header = "mlab-bench administration"
 admin.site.site_title = "mlab-bench admin"

@@ -1,31 +1,28 @@
+"""``/api/v1/runs/``: runs and their steps (read by anyone they are visible to), started by staff (POST), cancelled;
+the run serializers the agents and logs APIs build on."""
+
 from decimal import Decimal
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
-from rest_framework.decorators import action, api_view, parser_classes, permission_classes, throttle_classes
-from rest_framework.exceptions import NotFound
-from rest_framework.parsers import MultiPartParser
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from bench.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPagination
+from bench.pagination import BeforeOrOffsetPagination
 from bench.schema import errors
-from bench.shared_cache import SharedUserRateThrottle
 from task_bank.models import Task
 
-from .agent_packages import AgentPackageError, agent_upload
-from .imports import TraceImportError, trace_upload
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import (
     NoSuchRun,
-    agent_versions,
-    agents_list,
     queue_position,
     queue_positions_fill,
     runs_list,
     runs_page,
 )
 from .services import RunRequestError, agent_resolve, batch_create, run_cancel
+from .throttles import RunRequestThrottle
 
 
 def queue_unreachable_answer(exc: QueueUnreachable) -> Response:
@@ -110,13 +107,6 @@ class RunRequestSerializer(serializers.Serializer):
             valid = ", ".join(sorted(Task.objects.values_list("slug", flat=True)))
             raise serializers.ValidationError(f"unknown task {', '.join(unknown)}; valid tasks: {valid}")
         return [tasks[s] for s in slugs]
-
-
-class RunRequestThrottle(SharedUserRateThrottle):
-    """Requests for runs per user (staff starting runs, submissions), site and API together: the ``run_requests``
-    rate in settings (BENCH_RUN_REQUEST_RATE)."""
-
-    scope = "run_requests"
 
 
 class IsStaffOrReadOnly(permissions.BasePermission):
@@ -228,172 +218,3 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         run = self.get_object()
         page = self.paginate_queryset(Step.objects.filter(run=run).order_by("index"))
         return self.get_paginated_response(StepSerializer(page, many=True).data)
-
-
-class TraceUploadThrottle(SharedUserRateThrottle):
-    """Log uploads per user (each prepares the task and scores the log in the sandbox): the ``trace_uploads``
-    rate in settings."""
-
-    scope = "trace_uploads"
-
-
-class TraceUploadSerializer(serializers.Serializer):
-    log = serializers.FileField(
-        help_text="An MLAgentBench log as a zip: env_log/trace.json, env_log/traces/step_N_files/, "
-        "step_final_files/, overall_time.txt (what export_trace writes, or MLAgentBench's own log folder zipped)."
-    )
-    task = serializers.SlugField(
-        required=False,
-        max_length=63,
-        help_text="The task's slug; default: the one the log names or whose research problem it has.",
-    )
-    agent = serializers.RegexField(
-        r"^[a-z0-9][a-z0-9_-]{0,99}(@[^\s/]{1,40})?$",
-        required=False,
-        help_text="name or name@version: an agent you own, or a new name (made yours); staff may name any agent.",
-    )
-    model = serializers.CharField(required=False, max_length=200, allow_blank=True)
-
-
-@extend_schema(
-    request={"multipart/form-data": TraceUploadSerializer},
-    responses={201: RunSerializer, **errors(403, 429)},
-)
-@api_view(["POST"])
-@permission_classes([permissions.IsAuthenticated])
-@throttle_classes([TraceUploadThrottle])
-@parser_classes([MultiPartParser])
-def trace_import_api(request):
-    """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
-    as the log says, its final workspace scored here by a worker's job: `score_pending` is true, and `final_score`
-    empty, until it is (`GET /api/v1/runs/{id}/`). Rankings leave it out unless asked (`?origin=all`), and until
-    scored. A bad log is a 400 naming the problem, and nothing is written."""
-    upload = TraceUploadSerializer(data=request.data)
-    upload.is_valid(raise_exception=True)
-    data = upload.validated_data
-    try:
-        run = trace_upload(
-            upload=data["log"],
-            owner=request.user,
-            task_slug=data.get("task"),
-            agent_name=data.get("agent"),
-            model=data.get("model"),
-        )
-    except TraceImportError as exc:
-        raise serializers.ValidationError({"log": [str(exc)]}) from None
-    return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
-
-
-class AgentUploadThrottle(SharedUserRateThrottle):
-    """Uploads per user (each runs a smoke test in the sandbox): the ``agent_uploads`` rate in settings."""
-
-    scope = "agent_uploads"
-
-
-class AgentVersionSerializer(serializers.ModelSerializer):
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-
-    class Meta:
-        model = Agent
-        fields = [
-            "name", "version", "kind", "entrypoint", "description", "uses_llm", "default_model", "owner",
-            "visibility", "package_digest", "created_at",
-        ]  # fmt: skip
-
-
-class AgentSerializer(serializers.Serializer):
-    """An agent: its name, its latest version's owner and description, and every version the reader may see."""
-
-    name = serializers.CharField()
-    owner = serializers.CharField(allow_null=True, help_text="the latest version's owner")
-    description = serializers.CharField(help_text="the latest version's")
-    versions = AgentVersionSerializer(many=True, help_text="newest first")
-
-    @staticmethod
-    def grouped(versions: list[Agent]) -> list[dict]:
-        """Versions (ordered by name, newest first) as one entry per name."""
-        agents: dict[str, dict] = {}
-        for version in versions:
-            entry = agents.setdefault(
-                version.name,
-                {
-                    "name": version.name,
-                    "owner": version.owner.username if version.owner else None,
-                    "description": version.description,
-                    "versions": [],
-                },
-            )
-            entry["versions"].append(version)
-        return list(agents.values())
-
-
-class AgentUploadSerializer(serializers.Serializer):
-    package = serializers.FileField(
-        help_text="A zip of the agent's folder: agent.toml (name and version are taken from it) and the entry point."
-    )
-    description = serializers.CharField(required=False, allow_blank=True, max_length=5000)
-    visibility = serializers.ChoiceField(choices=Agent.Visibility.choices, default=Agent.Visibility.PUBLIC)
-
-
-class AgentUploadAnswerSerializer(AgentVersionSerializer):
-    created = serializers.BooleanField(help_text="false: the same files were uploaded before, as this version")
-
-    class Meta(AgentVersionSerializer.Meta):
-        fields = [*AgentVersionSerializer.Meta.fields, "created"]
-
-
-@extend_schema_view(
-    list=extend_schema(responses={200: AgentSerializer(many=True), **errors()}),
-    retrieve=extend_schema(responses={200: AgentSerializer, **errors(404)}),
-)
-class AgentViewSet(viewsets.GenericViewSet):
-    """Agents by name with their versions; a private agent is listed and found only for its owner and staff.
-    Any signed-in user may upload one (POST, multipart)."""
-
-    lookup_field = "name"
-    lookup_value_regex = r"[a-z0-9][a-z0-9_-]{0,99}"
-    permission_classes = [permissions.IsAuthenticatedOrReadOnly]
-    parser_classes = [MultiPartParser]
-    pagination_class = BoundedLimitOffsetPagination
-    queryset = Agent.objects.none()  # what the schema knows the path by; reads go through the selectors
-    serializer_class = AgentSerializer
-
-    def get_throttles(self):
-        return [AgentUploadThrottle()] if self.action == "create" else []
-
-    def list(self, request):
-        visible = agents_list(viewer=request.user)
-        names = self.paginate_queryset(visible.order_by("name").values_list("name", flat=True).distinct())
-        agents = AgentSerializer.grouped(list(visible.filter(name__in=names)))
-        return self.get_paginated_response(AgentSerializer(agents, many=True).data)
-
-    def retrieve(self, request, name=None):
-        try:
-            versions = agent_versions(viewer=request.user, name=name)
-        except Agent.DoesNotExist:
-            raise NotFound(f"no agent {name}") from None
-        return Response(AgentSerializer(AgentSerializer.grouped(versions)[0]).data)
-
-    @extend_schema(
-        request={"multipart/form-data": AgentUploadSerializer},
-        responses={201: AgentUploadAnswerSerializer, 200: AgentUploadAnswerSerializer, **errors(403, 429)},
-    )
-    def create(self, request):
-        """Upload an agent package, as `import_agent` imports one, after a smoke test in the sandbox (the agent
-        must answer its first message within BENCH_AGENT_SMOKE_TIMEOUT_S), within the request. A name belongs to
-        whoever uploaded it first. 201: a new version; 200: the same files were uploaded before (that version);
-        400: refused, naming why (with the agent's stderr tail), and nothing kept."""
-        upload = AgentUploadSerializer(data=request.data)
-        upload.is_valid(raise_exception=True)
-        data = upload.validated_data
-        try:
-            agent, created = agent_upload(
-                upload=data["package"],
-                submitter=request.user,
-                visibility=data["visibility"],
-                description=data.get("description", ""),
-            )
-        except AgentPackageError as exc:
-            raise serializers.ValidationError({"package": [str(exc)]}) from None
-        answer = AgentVersionSerializer(agent).data | {"created": created}
-        return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

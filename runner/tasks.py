@@ -10,7 +10,6 @@ from .execution import run_execute_next, stopping
 from .execution.evaluation import step_score
 from .execution.reaper import runs_reap
 from .execution.workers import worker_stopping
-from .imports import import_score
 from .jobs import (
     EXECUTE_RUN,
     JOB_GRACE_S,
@@ -21,6 +20,7 @@ from .jobs import (
     import_score_time_limit_s,
     runs_send,
 )
+from .logs.imports import import_score
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,9 @@
 from django.urls import path
 
-from . import agent_views, submission_views, views
+from . import views
+from .agents import views as agent_views
 from .execution import views as execution_views
+from .logs import views as log_views
 
 app_name = "runner"
 urlpatterns = [
@@ -9,12 +11,12 @@ urlpatterns = [
     path("agents/new/", agent_views.agent_upload_view, name="agent_upload"),
     path("agents/<slug:name>/", agent_views.agent_detail_view, name="agent_detail"),
     path("runs/", views.run_list_view, name="run_list"),
-    path("runs/new/", submission_views.run_request_view, name="run_request"),
-    path("submissions/", submission_views.submission_list_view, name="submission_list"),
-    path("submissions/<int:pk>/approve/", submission_views.submission_approve_view, name="submission_approve"),
-    path("submissions/<int:pk>/reject/", submission_views.submission_reject_view, name="submission_reject"),
+    path("runs/new/", agent_views.run_request_view, name="run_request"),
+    path("submissions/", agent_views.submission_list_view, name="submission_list"),
+    path("submissions/<int:pk>/approve/", agent_views.submission_approve_view, name="submission_approve"),
+    path("submissions/<int:pk>/reject/", agent_views.submission_reject_view, name="submission_reject"),
     path("runs/compare/", views.runs_compare_view, name="runs_compare"),
-    path("runs/import/", agent_views.trace_upload_view, name="trace_upload"),
+    path("runs/import/", log_views.trace_upload_view, name="trace_upload"),
     path("actions/", views.action_catalogue_view, name="actions"),
     path("workers/", execution_views.worker_list_view, name="worker_list"),
     path("runs/<int:pk>/", views.run_detail_view, name="run_detail"),

@@ -19,8 +19,8 @@ from bench.roles import may_review
 
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure, scores_overlaid_figure
-from .exports import trace_export_file
 from .jobs import QueueUnreachable
+from .logs.exports import trace_export_file
 from .models import ReviewTag, Run, Step
 from .selectors import (
     COMPARE_STEPS,

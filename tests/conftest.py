@@ -58,7 +58,7 @@ def digits(db):
 
 @pytest.fixture
 def baseline_agent(db):
-    from runner.agents import agents_builtin_ensure
+    from runner.agents.builtin import agents_builtin_ensure
 
     return next(a for a in agents_builtin_ensure() if a.name == "baseline")
 

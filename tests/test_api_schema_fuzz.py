@@ -14,8 +14,8 @@ from rest_framework.authtoken.models import Token
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from runner.api import RunRequestThrottle
-from runner.submissions import submission_create
+from runner.agents.submissions import submission_create
+from runner.throttles import RunRequestThrottle
 
 from .factories import AgentFactory, RunFactory, StepFactory
 

@@ -15,8 +15,8 @@ from django.urls import reverse
 
 from accounts.models import ApiToken
 from accounts.services import token_create
+from runner.agents.submissions import submission_create
 from runner.models import Batch, ReviewTag, Run, Step
-from runner.submissions import submission_create
 from task_bank.models import Task, TaskVersion
 
 from .factories import RunFactory, package_write

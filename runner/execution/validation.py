@@ -20,7 +20,7 @@ from django.utils import timezone
 from task_bank.models import TaskVersion
 
 from ..actions import EXECUTE_SCRIPT
-from ..agents import agents_builtin_ensure
+from ..agents.builtin import agents_builtin_ensure
 from ..jobs import QueueUnreachable
 from ..models import Batch, Run, Step, error_summary
 from ..services import run_create

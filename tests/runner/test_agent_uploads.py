@@ -14,10 +14,10 @@ from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.shared_cache import shared_cache
-from runner import agent_packages
-from runner.agent_packages import AgentPackageError, agent_import, agent_manifest_parse, agent_upload
-from runner.api import AgentUploadThrottle
+from runner.agents import packages as agent_packages
+from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse, agent_upload
 from runner.models import Agent
+from runner.throttles import AgentUploadThrottle
 
 from ..factories import AgentFactory, RunFactory
 from ..task_bank.test_curation import ZIP_TRICKS

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from runner.agents import agents_builtin_ensure
+from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.models import LLMCall, Run, RunLimits, Step
 from runner.services import run_create

@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from runner.actions import Environment
-from runner.agent_packages import AgentPackageError, agent_import
+from runner.agents.packages import AgentPackageError, agent_import
 from runner.execution import run_execute
 from runner.models import Agent, LLMCall, ModelEndpoint, Step
 from runner.services import run_create

@@ -14,10 +14,10 @@ from django.utils import timezone
 from bench.shared_cache import shared_cache
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import counted_runs
-from runner import imports
 from runner.execution.reaper import imports_rescore
-from runner.imports import import_score
 from runner.jobs import JOB_GRACE_S, import_score_time_limit_s
+from runner.logs import imports
+from runner.logs.imports import import_score
 from runner.models import Run
 
 from ..brokers import use_broker

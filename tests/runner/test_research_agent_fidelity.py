@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runner.agents import agents_builtin_ensure
+from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.models import Agent, LLMCall, ModelEndpoint, RunLimits, Step
 from runner.services import run_create

@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from bench.shared_cache import shared_cache
+from runner.agents.submissions import submission_create
 from runner.models import Batch, Run
-from runner.submissions import submission_create
 
 from ..factories import AgentFactory
 

@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from bench.shared_cache import shared_cache
-from runner.api import RunRequestThrottle
 from runner.models import Batch, ModelEndpoint, Run
 from runner.services import batch_create
+from runner.throttles import RunRequestThrottle
 
 from ..factories import AgentFactory
 
@@ -260,8 +260,8 @@ def test_a_batch_records_what_was_asked(mine, tiny_task, people):
 
 @pytest.mark.django_db
 def test_the_service_refuses_others_agents_whatever_the_caller(people, mine, tiny_task):
+    from runner.agents.submissions import submission_create
     from runner.services import RunRequestError
-    from runner.submissions import submission_create
 
     with pytest.raises(RunRequestError, match="agent owned is not yours"):
         submission_create(submitter=people["stranger"], agent=mine, tasks=[tiny_task.task])

@@ -99,7 +99,7 @@ def test_a_planted_timing_file_is_timed_again(timed_task):
 def test_an_imported_logs_script_is_re_run_for_at_most_the_import_bound(timed_task, tmp_path, settings):
     """A log's uploader is not approved as an agent is: the script re-run to time an imported run's final workspace
     is cut at BENCH_IMPORT_RERUN_TIMEOUT_S, not at the action timeout an agent's script gets."""
-    from runner.imports import trace_import
+    from runner.logs.imports import trace_import
 
     settings.BENCH_IMPORT_RERUN_TIMEOUT_S = 2
     env_log = tmp_path / "log" / "env_log"

@@ -17,8 +17,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from runner.execution import run_execute
-from runner.exports import EXTRAS, EXTRAS_FORMAT
-from runner.imports import TraceImportError, trace_import
+from runner.logs.exports import EXTRAS, EXTRAS_FORMAT
+from runner.logs.imports import TraceImportError, trace_import
 from runner.models import Agent, Run, Step
 from runner.services import run_create
 from runner.workspace.snapshots import BlobStore

@@ -6,8 +6,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from bench.shared_cache import shared_cache
-from runner.api import TraceUploadThrottle
 from runner.models import Agent, Run
+from runner.throttles import TraceUploadThrottle
 
 from ..factories import AgentFactory
 from .test_trace_import import write_log, zip_folder

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.agents import agents_builtin_ensure
+from runner.agents.builtin import agents_builtin_ensure
 from runner.execution.validation import task_version_validate_queue
 from runner.llm.gateway import endpoints_sync
 from runner.llm.local_model import local_endpoint_spec

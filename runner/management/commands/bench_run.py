@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.agents import agents_builtin_ensure
+from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.jobs import QueueUnreachable
 from runner.models import Agent, Run, RunLimits

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.exports import trace_export
+from runner.logs.exports import trace_export
 from runner.models import Run
 from runner.selectors import run_detail, run_trace_json
 

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.agent_packages import AgentPackageError, agent_import
+from runner.agents.packages import AgentPackageError, agent_import
 from runner.models import Agent
 
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.imports import TraceImportError, trace_import
+from runner.logs.imports import TraceImportError, trace_import
 
 
 class Command(BaseCommand):

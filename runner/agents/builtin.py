@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import Agent
+from ..models import Agent
 
 BUILTIN_AGENTS = [
     {

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .actions import catalogue_for_agent
-from .actions.handlers import HANDLERS, LLM_HANDLERS
-from .execution.agent_process import agent_popen
-from .execution.protocol import AgentChannel, AgentExited, BadMessage
-from .execution.sandboxes import get_sandbox
-from .models import Run, RunLimits
-from .sandbox import SandboxError
+from ..actions import catalogue_for_agent
+from ..actions.handlers import HANDLERS, LLM_HANDLERS
+from ..execution.agent_process import agent_popen
+from ..execution.protocol import AgentChannel, AgentExited, BadMessage
+from ..execution.sandboxes import get_sandbox
+from ..models import Run, RunLimits
+from ..sandbox import SandboxError
 
 STDERR_TAIL_CHARS = 2000
 

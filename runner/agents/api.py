@@ -1,5 +1,6 @@
-"""``/api/v1/submissions/``: ask for runs of an agent, see where one's requests are, and (staff) approve or reject
-them. Kept apart from ``api.py`` (runs, agents, traces), which it builds on."""
+"""``/api/v1/agents/`` (agents by name with their versions; any signed-in user uploads one) and
+``/api/v1/submissions/`` (ask for runs of an agent, see where one's requests are, and, staff, approve or reject
+them). Built on the runs API (``runner/api.py``)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
+from bench.pagination import BoundedLimitOffsetPagination
 from bench.roles import is_staff
 from bench.schema import errors
 
-from .api import RunRequestSerializer, RunRequestThrottle, RunSerializer, queue_unreachable_answer
-from .jobs import QueueUnreachable
-from .models import Agent, Batch, RunLimits
-from .selectors import queue_positions_fill, submissions_list
-from .services import RunRequestError, agent_resolve
+from ..api import RunRequestSerializer, RunSerializer, queue_unreachable_answer
+from ..jobs import QueueUnreachable
+from ..models import Agent, Batch, RunLimits
+from ..selectors import agent_versions, agents_list, queue_positions_fill, submissions_list
+from ..services import RunRequestError, agent_resolve
+from ..throttles import AgentUploadThrottle, RunRequestThrottle
+from .packages import AgentPackageError, agent_upload
 from .submissions import (
     SubmissionDecided,
     agents_requestable,
@@ -183,3 +188,112 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(SubmissionSerializer(self._fresh(batch)).data)
+
+
+class AgentVersionSerializer(serializers.ModelSerializer):
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Agent
+        fields = [
+            "name", "version", "kind", "entrypoint", "description", "uses_llm", "default_model", "owner",
+            "visibility", "package_digest", "created_at",
+        ]  # fmt: skip
+
+
+class AgentSerializer(serializers.Serializer):
+    """An agent: its name, its latest version's owner and description, and every version the reader may see."""
+
+    name = serializers.CharField()
+    owner = serializers.CharField(allow_null=True, help_text="the latest version's owner")
+    description = serializers.CharField(help_text="the latest version's")
+    versions = AgentVersionSerializer(many=True, help_text="newest first")
+
+    @staticmethod
+    def grouped(versions: list[Agent]) -> list[dict]:
+        """Versions (ordered by name, newest first) as one entry per name."""
+        agents: dict[str, dict] = {}
+        for version in versions:
+            entry = agents.setdefault(
+                version.name,
+                {
+                    "name": version.name,
+                    "owner": version.owner.username if version.owner else None,
+                    "description": version.description,
+                    "versions": [],
+                },
+            )
+            entry["versions"].append(version)
+        return list(agents.values())
+
+
+class AgentUploadSerializer(serializers.Serializer):
+    package = serializers.FileField(
+        help_text="A zip of the agent's folder: agent.toml (name and version are taken from it) and the entry point."
+    )
+    description = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+    visibility = serializers.ChoiceField(choices=Agent.Visibility.choices, default=Agent.Visibility.PUBLIC)
+
+
+class AgentUploadAnswerSerializer(AgentVersionSerializer):
+    created = serializers.BooleanField(help_text="false: the same files were uploaded before, as this version")
+
+    class Meta(AgentVersionSerializer.Meta):
+        fields = [*AgentVersionSerializer.Meta.fields, "created"]
+
+
+@extend_schema_view(
+    list=extend_schema(responses={200: AgentSerializer(many=True), **errors()}),
+    retrieve=extend_schema(responses={200: AgentSerializer, **errors(404)}),
+)
+class AgentViewSet(viewsets.GenericViewSet):
+    """Agents by name with their versions; a private agent is listed and found only for its owner and staff.
+    Any signed-in user may upload one (POST, multipart)."""
+
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9][a-z0-9_-]{0,99}"
+    permission_classes = [permissions.IsAuthenticatedOrReadOnly]
+    parser_classes = [MultiPartParser]
+    pagination_class = BoundedLimitOffsetPagination
+    queryset = Agent.objects.none()  # what the schema knows the path by; reads go through the selectors
+    serializer_class = AgentSerializer
+
+    def get_throttles(self):
+        return [AgentUploadThrottle()] if self.action == "create" else []
+
+    def list(self, request):
+        visible = agents_list(viewer=request.user)
+        names = self.paginate_queryset(visible.order_by("name").values_list("name", flat=True).distinct())
+        agents = AgentSerializer.grouped(list(visible.filter(name__in=names)))
+        return self.get_paginated_response(AgentSerializer(agents, many=True).data)
+
+    def retrieve(self, request, name=None):
+        try:
+            versions = agent_versions(viewer=request.user, name=name)
+        except Agent.DoesNotExist:
+            raise NotFound(f"no agent {name}") from None
+        return Response(AgentSerializer(AgentSerializer.grouped(versions)[0]).data)
+
+    @extend_schema(
+        request={"multipart/form-data": AgentUploadSerializer},
+        responses={201: AgentUploadAnswerSerializer, 200: AgentUploadAnswerSerializer, **errors(403, 429)},
+    )
+    def create(self, request):
+        """Upload an agent package, as `import_agent` imports one, after a smoke test in the sandbox (the agent
+        must answer its first message within BENCH_AGENT_SMOKE_TIMEOUT_S), within the request. A name belongs to
+        whoever uploaded it first. 201: a new version; 200: the same files were uploaded before (that version);
+        400: refused, naming why (with the agent's stderr tail), and nothing kept."""
+        upload = AgentUploadSerializer(data=request.data)
+        upload.is_valid(raise_exception=True)
+        data = upload.validated_data
+        try:
+            agent, created = agent_upload(
+                upload=data["package"],
+                submitter=request.user,
+                visibility=data["visibility"],
+                description=data.get("description", ""),
+            )
+        except AgentPackageError as exc:
+            raise serializers.ValidationError({"package": [str(exc)]}) from None
+        answer = AgentVersionSerializer(agent).data | {"created": created}
+        return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from task_bank.package import is_read_only
 
-from .models import Run, error_summary
-from .selectors import run_steps, run_trace_json
-from .workspace.snapshots import BlobStore, Manifest
+from ..models import Run, error_summary
+from ..selectors import run_steps, run_trace_json
+from ..workspace.snapshots import BlobStore, Manifest
 
 ENV_LOG = "env_log"
 TRACE_FILE = "trace.json"

@@ -12,8 +12,8 @@ from django.utils import timezone
 from bench.roles import is_staff, is_submitter
 from task_bank.models import Task
 
-from .models import Agent, Batch, Run, RunLimits
-from .services import NO_LIMITS, RunRequestError, batch_create, batch_record, batch_request_check
+from ..models import Agent, Batch, Run, RunLimits
+from ..services import NO_LIMITS, RunRequestError, batch_create, batch_record, batch_request_check
 
 REASON_MAX = 2000
 

@@ -1,6 +1,7 @@
-"""The pages that ask for runs and decide on them: the "New run" form (staff's request queues runs at once, a
-submitter's is a submission waiting for approval: one form, two outcomes), the submissions list, and staff's
-Approve and Reject buttons. (Apart from views.py, the runs' pages, and agent_views.py, the agents'.)"""
+"""What submitters bring and ask for: the agents' pages (the list, an agent's page with its versions, runs and ranked
+counts), the agent upload form, the "New runs" form (staff's request queues runs at once, a submitter's is a
+submission waiting for approval: one form, two outcomes), the submissions list, and staff's Approve and Reject
+buttons. (The runs' pages are ``runner/views.py``; the log upload page ``runner/logs/views.py``.)"""
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -13,21 +14,80 @@ from django.views.decorators.http import require_POST
 
 from bench.roles import is_staff
 
-from .api import RunRequestThrottle
-from .forms import RunRequestForm, form_throttled
-from .jobs import QueueUnreachable
-from .models import Batch
-from .selectors import submissions_list
-from .services import RunRequestError
-from .submissions import (
-    REASON_MAX,
-    agents_requestable,
-    submission_approve,
-    submission_create,
-    submission_reject,
-)
+from ..forms import AgentUploadForm, RunRequestForm, form_throttled
+from ..jobs import QueueUnreachable
+from ..models import Agent, Batch
+from ..selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
+from ..services import RunRequestError
+from ..throttles import AgentUploadThrottle, RunRequestThrottle
+from .packages import AgentPackageError, agent_upload
+from .submissions import REASON_MAX, agents_requestable, submission_approve, submission_create, submission_reject
 
+AGENT_PAGE_RUNS = 20
 SUBMISSIONS_PAGE_DECIDED = 50
+
+
+def agent_list_view(request: HttpRequest) -> HttpResponse:
+    return render(request, "runner/agent_list.html", {"agents": agents_list(viewer=request.user)})
+
+
+def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        versions = agent_versions(viewer=request.user, name=name)
+    except Agent.DoesNotExist:
+        raise Http404(f"no agent {name}") from None
+    runs = list(runs_list(viewer=request.user, agent=name)[: AGENT_PAGE_RUNS + 1])  # one more: are there more?
+    context = {
+        "name": name,
+        "latest": versions[0],
+        "versions": versions,
+        "runs": runs[:AGENT_PAGE_RUNS],
+        "runs_more": len(runs) > AGENT_PAGE_RUNS,
+        "ranked": agent_ranked_counts(viewer=request.user, name=name),
+        "is_owner": request.user.is_authenticated and versions[0].owner_id == request.user.pk,
+        **agent_requests(request=request, name=name, latest=versions[0]),
+    }
+    return render(request, "runner/agent_detail.html", context)
+
+
+def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
+    """For the agent's owner and staff: the "Request runs" form and the agent's submissions (None: not shown)."""
+    if not (is_staff(request.user) or (request.user.is_authenticated and latest.owner_id == request.user.pk)):
+        return {"request_form": None, "submissions": None}
+    form = None if latest.kind == Agent.Kind.EXTERNAL else run_request_form(request=request, agent_name=name)
+    submissions = submissions_list(viewer=request.user).filter(agent__name=name)[:AGENT_PAGE_RUNS]
+    return {"request_form": form, "submissions": list(submissions)}
+
+
+@login_required
+def agent_upload_view(request: HttpRequest) -> HttpResponse:
+    """Upload an agent package: validated as ``import_agent`` does and smoke-tested in the sandbox, within the
+    request; refused with the reason (nothing kept), or the agent's page."""
+    form = AgentUploadForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        if form_throttled(request, form, AgentUploadThrottle, "uploads"):
+            status = 429
+        else:
+            try:
+                agent, created = agent_upload(
+                    upload=form.cleaned_data["package"],
+                    submitter=request.user,
+                    visibility=form.cleaned_data["visibility"],
+                    description=form.cleaned_data["description"],
+                )
+            except AgentPackageError as exc:
+                form.add_error("package", str(exc))
+                status = 400
+            else:
+                if created:
+                    messages.success(request, f"{agent} uploaded: it passed its smoke test")
+                else:
+                    messages.info(request, f"these files are already uploaded as {agent}")
+                return redirect(reverse("runner:agent_detail", args=[agent.name]))
+    elif request.method == "POST":
+        status = 400
+    return render(request, "runner/agent_upload.html", {"form": form}, status=status)
 
 
 def run_request_form(*, request: HttpRequest, data=None, agent_name: str = "") -> RunRequestForm:

@@ -34,9 +34,9 @@ from django.utils import timezone
 from task_bank.archive import PackageLimits, extracted, upload_saved
 from task_bank.package import TaskPackageError, iter_files, package_digest
 
-from .agent_smoke import AgentSmokeError, agent_smoke_test
-from .agents import BUILTIN_AGENTS
-from .models import Agent
+from ..models import Agent
+from .builtin import BUILTIN_AGENTS
+from .smoke import AgentSmokeError, agent_smoke_test
 
 RESERVED_NAMES = {"new"}
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -169,7 +169,7 @@ def agent_import(
     files. A private agent, its runs and steps are shown only to its owner and staff.
 
     An upload passes ``only_own_names`` (a name that has versions of someone else's, or of nobody's, is refused)
-    and ``smoke_test`` (the agent must answer a start message in its sandbox, ``runner.agent_smoke``, before
+    and ``smoke_test`` (the agent must answer a start message in its sandbox, ``runner.agents.smoke``, before
     anything is kept). ``description`` replaces agent.toml's."""
     unpacked = extracted(Path(source), expected="an agent folder with agent.toml", limits=agent_package_limits())
     placed = False  # whether this import put the package folder in place (and so removes it if the row fails)

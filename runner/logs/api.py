@@ -1,0 +1,60 @@
+"""``POST /api/v1/traces/``: an MLAgentBench log uploaded as a self-reported run."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, serializers, status
+from rest_framework.decorators import api_view, parser_classes, permission_classes, throttle_classes
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+
+from bench.schema import errors
+
+from ..api import RunSerializer
+from ..throttles import TraceUploadThrottle
+from .imports import TraceImportError, trace_upload
+
+
+class TraceUploadSerializer(serializers.Serializer):
+    log = serializers.FileField(
+        help_text="An MLAgentBench log as a zip: env_log/trace.json, env_log/traces/step_N_files/, "
+        "step_final_files/, overall_time.txt (what export_trace writes, or MLAgentBench's own log folder zipped)."
+    )
+    task = serializers.SlugField(
+        required=False,
+        max_length=63,
+        help_text="The task's slug; default: the one the log names or whose research problem it has.",
+    )
+    agent = serializers.RegexField(
+        r"^[a-z0-9][a-z0-9_-]{0,99}(@[^\s/]{1,40})?$",
+        required=False,
+        help_text="name or name@version: an agent you own, or a new name (made yours); staff may name any agent.",
+    )
+    model = serializers.CharField(required=False, max_length=200, allow_blank=True)
+
+
+@extend_schema(
+    request={"multipart/form-data": TraceUploadSerializer},
+    responses={201: RunSerializer, **errors(403, 429)},
+)
+@api_view(["POST"])
+@permission_classes([permissions.IsAuthenticated])
+@throttle_classes([TraceUploadThrottle])
+@parser_classes([MultiPartParser])
+def trace_import_api(request):
+    """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
+    as the log says, its final workspace scored here by a worker's job: `score_pending` is true, and `final_score`
+    empty, until it is (`GET /api/v1/runs/{id}/`). Rankings leave it out unless asked (`?origin=all`), and until
+    scored. A bad log is a 400 naming the problem, and nothing is written."""
+    upload = TraceUploadSerializer(data=request.data)
+    upload.is_valid(raise_exception=True)
+    data = upload.validated_data
+    try:
+        run = trace_upload(
+            upload=data["log"],
+            owner=request.user,
+            task_slug=data.get("task"),
+            agent_name=data.get("agent"),
+            model=data.get("model"),
+        )
+    except TraceImportError as exc:
+        raise serializers.ValidationError({"log": [str(exc)]}) from None
+    return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,24 @@
+"""Rates of what costs the platform work, per user, counted in the cache every web process shares: the site's forms
+and the API use the same throttle, so one cannot be used to get around the other."""
+
+from bench.shared_cache import SharedUserRateThrottle
+
+
+class RunRequestThrottle(SharedUserRateThrottle):
+    """Requests for runs per user (staff starting runs, submissions), site and API together: the ``run_requests``
+    rate in settings (BENCH_RUN_REQUEST_RATE)."""
+
+    scope = "run_requests"
+
+
+class TraceUploadThrottle(SharedUserRateThrottle):
+    """Log uploads per user (each prepares the task and scores the log in the sandbox): the ``trace_uploads``
+    rate in settings."""
+
+    scope = "trace_uploads"
+
+
+class AgentUploadThrottle(SharedUserRateThrottle):
+    """Uploads per user (each runs a smoke test in the sandbox): the ``agent_uploads`` rate in settings."""
+
+    scope = "agent_uploads"
