@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING
 
 from ..sandbox.process import ProcessResult, run_process
 from ..sandbox.supervised import SupervisorLost
 from .catalogue import EXECUTE_SCRIPT, PYTHON_REPL
-from .types import ActionOutcome, EnvError
-
-if TYPE_CHECKING:
-    from .environment import Environment
+from .types import ActionEnv, ActionOutcome, EnvError
 
 
-def limits_note(env: Environment, result: ProcessResult) -> str:
+def limits_note(env: ActionEnv, result: ProcessResult) -> str:
     """Which limit stopped the process, in words the agent can act on ('' when none did)."""
     if result.stopped_reason:
         return result.stopped_reason
@@ -43,7 +39,7 @@ def limits_note(env: Environment, result: ProcessResult) -> str:
     }.get(name, "")
 
 
-def workspace_guard(env: Environment):
+def workspace_guard(env: ActionEnv):
     """A check for run_process: stop the script when the workspace grows over its size limit."""
     last = [0.0]
 
@@ -63,7 +59,7 @@ def workspace_guard(env: Environment):
     return check
 
 
-def execute_script(env: Environment, script_name: str) -> ActionOutcome:
+def execute_script(env: ActionEnv, script_name: str) -> ActionOutcome:
     rel = env.name(script_name)
     if env.kind(script_name) != "file":
         raise EnvError(f"The file {script_name} does not exist.")
@@ -113,7 +109,7 @@ def execute_script(env: Environment, script_name: str) -> ActionOutcome:
     )
 
 
-def python_repl(env: Environment, command: str) -> ActionOutcome:
+def python_repl(env: ActionEnv, command: str) -> ActionOutcome:
     return env.repl().run(command)
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from task_bank.package import is_read_only
 
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
+from ..sandbox.base import KeptSandbox
 from ..sandbox.process import HeadTail
-from ..sandbox.supervised import SupervisedSandbox
 from ..workspace import fs
 from .catalogue import BY_NAME, EXECUTE_SCRIPT, FINAL_ANSWER, PYTHON_REPL, READ_FILE, ActionSpec, usage_text
 from .handlers import HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
@@ -57,7 +57,7 @@ class Environment:
         }
         self.low_level: list[dict] = []
         self._repl: Repl | None = None
-        self._kept: SupervisedSandbox | None = None  # the sandbox kept for this run's scripts, where there is one
+        self._kept: KeptSandbox | None = None  # the sandbox kept for this run's scripts, where there is one
         self._kept_asked = False
         self._sandbox_ran = True  # until the first snapshot says otherwise
         self._walk = fs.FolderWalk(self.workspace)

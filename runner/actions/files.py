@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from ..workspace import fs
 from .catalogue import APPEND_FILE, COPY_FILE, LIST_FILES, READ_FILE, UNDO_EDIT_SCRIPT, WRITE_FILE
-from .types import EnvError
-
-if TYPE_CHECKING:
-    from .environment import Environment
+from .types import ActionEnv, EnvError
 
 BACKUP_DIR = "backup"
 MAX_READ_BYTES = 5 * 1024 * 1024
@@ -18,7 +14,7 @@ MAX_COPY_BYTES = 2 * 1024 * 1024 * 1024
 MAX_INSPECT_LINES = 100
 
 
-def _read_text(env: Environment, name: str, shown: str) -> str:
+def _read_text(env: ActionEnv, name: str, shown: str) -> str:
     kind = fs.kind(env.workspace, name)
     if kind == "dir":
         raise EnvError(f"cannot read file {shown} because it is a directory.")
@@ -38,7 +34,7 @@ def _read_text(env: Environment, name: str, shown: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _backup(env: Environment, name: str) -> None:
+def _backup(env: ActionEnv, name: str) -> None:
     """Keep the previous version of a file so Undo Edit Script can restore it (as MLAgentBench does)."""
     if fs.kind(env.workspace, name) != "file":
         return
@@ -51,7 +47,7 @@ def _backup(env: Environment, name: str) -> None:
         ) from None
 
 
-def _writable(env: Environment, file_name: str) -> str:
+def _writable(env: ActionEnv, file_name: str) -> str:
     name = env.name(file_name)
     env.check_writable(file_name, name)
     if name.split("/")[0] == BACKUP_DIR:
@@ -64,7 +60,7 @@ def _writable(env: Environment, file_name: str) -> str:
     return name
 
 
-def list_files(env: Environment, dir_path: str) -> str:
+def list_files(env: ActionEnv, dir_path: str) -> str:
     name = env.name(dir_path or ".")
     if fs.kind(env.workspace, name) != "dir":
         raise EnvError(f"Cannot list file in the {dir_path} directory")
@@ -74,25 +70,25 @@ def list_files(env: Environment, dir_path: str) -> str:
     return "\n".join(entries) + ("\n" if entries else "")
 
 
-def read_file(env: Environment, file_name: str) -> str:
+def read_file(env: ActionEnv, file_name: str) -> str:
     return _read_text(env, env.name(file_name), file_name)
 
 
-def write_file(env: Environment, file_name: str, content: str) -> str:
+def write_file(env: ActionEnv, file_name: str, content: str) -> str:
     name = _writable(env, file_name)
     _backup(env, name)
     fs.write_bytes(env.workspace, name, content.encode("utf-8"), owner=env.owner)
     return f"File {file_name} written successfully."
 
 
-def append_file(env: Environment, file_name: str, content: str) -> str:
+def append_file(env: ActionEnv, file_name: str, content: str) -> str:
     name = _writable(env, file_name)
     _backup(env, name)
     fs.write_bytes(env.workspace, name, content.encode("utf-8"), append=True, owner=env.owner)
     return f"File {file_name} appended successfully."
 
 
-def copy_file(env: Environment, source: str, destination: str) -> str:
+def copy_file(env: ActionEnv, source: str, destination: str) -> str:
     failed = f"File {source} copy to {destination} failed. Check whether the source and destinations are valid."
     src = env.name(source)
     if fs.kind(env.workspace, src) != "file":
@@ -108,7 +104,7 @@ def copy_file(env: Environment, source: str, destination: str) -> str:
     return f"File {source} copied to {destination}"
 
 
-def undo_edit_script(env: Environment, script_name: str) -> str:
+def undo_edit_script(env: ActionEnv, script_name: str) -> str:
     name = env.name(script_name)
     env.check_writable(script_name, name)
     prefix = f"{name.replace('/', '__')}_"
@@ -125,7 +121,7 @@ def undo_edit_script(env: Environment, script_name: str) -> str:
     return f"Content of {script_name} after undo the most recent edit:\n" + _read_text(env, name, script_name)
 
 
-def inspect_script_lines(env: Environment, script_name: str, start_line_number: int, end_line_number: int) -> str:
+def inspect_script_lines(env: ActionEnv, script_name: str, start_line_number: int, end_line_number: int) -> str:
     lines = _read_text(env, env.name(script_name), script_name).split("\n")
     start = max(start_line_number, 1)
     end = min(end_line_number, len(lines))

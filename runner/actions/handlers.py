@@ -5,17 +5,12 @@ observation, or an ActionOutcome when it has more to say."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from . import code, files, research
 from .catalogue import FINAL_ANSWER
-from .types import ActionOutcome
-
-if TYPE_CHECKING:
-    from .environment import Environment
+from .types import ActionEnv, ActionOutcome
 
 
-def final_answer(env: Environment, final_answer: str) -> ActionOutcome:
+def final_answer(env: ActionEnv, final_answer: str) -> ActionOutcome:
     return ActionOutcome("end", final=True)
 
 

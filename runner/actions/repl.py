@@ -13,14 +13,10 @@ import os
 import selectors
 import subprocess
 import time
-from typing import TYPE_CHECKING
 
 from ..sandbox.process import HeadTail, Interrupted, is_running, kill_group, reap
 from .code import workspace_guard
-from .types import WORKSPACE, ActionOutcome
-
-if TYPE_CHECKING:
-    from .environment import Environment
+from .types import WORKSPACE, ActionEnv, ActionOutcome
 
 SERVER = r"""
 import contextlib, io, json, os, sys, traceback
@@ -57,7 +53,7 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 
 
 class Repl:
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: ActionEnv) -> None:
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.buffer = bytearray()

@@ -4,7 +4,6 @@ LLM (the run's "fast" model, through the gateway; tokens counted to the run)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from ..text import unified_diff
 from .catalogue import (
@@ -20,10 +19,7 @@ from .catalogue import (
     WRITE_FILE,
 )
 from .files import inspect_script_lines
-from .types import EnvError
-
-if TYPE_CHECKING:
-    from .environment import Environment
+from .types import ActionEnv, EnvError
 
 RESEARCH_LOG = "research_log.log"
 # As MLAgentBench asks its models: every completion stops at "Observation:" and may take 2,000 tokens at
@@ -36,16 +32,16 @@ BLOCK_CHARS = 10_000
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def _log_text(env: Environment) -> str:
+def _log_text(env: ActionEnv) -> str:
     return env.low_read_or_empty(RESEARCH_LOG)
 
 
-def append_summary_to_research_log(env: Environment, content: str) -> str:
+def append_summary_to_research_log(env: ActionEnv, content: str) -> str:
     env.low(APPEND_FILE, {"file_name": RESEARCH_LOG, "content": content.rstrip("\n") + "\n"})
     return "Successfully appended to research log"
 
 
-def understand_file(env: Environment, file_name: str, things_to_look_for: str) -> str:
+def understand_file(env: ActionEnv, file_name: str, things_to_look_for: str) -> str:
     text = env.low(READ_FILE, {"file_name": file_name})
     lines = text.split("\n")
     blocks, current, start = [], [], 1
@@ -78,7 +74,7 @@ def understand_file(env: Environment, file_name: str, things_to_look_for: str) -
 
 
 def _edit(
-    env: Environment, script_name: str, save_name: str, before: str, segment: str, after: str, instruction: str
+    env: ActionEnv, script_name: str, save_name: str, before: str, segment: str, after: str, instruction: str
 ) -> str:
     env.check_writable(save_name)
     prompt = (
@@ -106,13 +102,13 @@ def _edit(
     )
 
 
-def edit_script(env: Environment, script_name: str, edit_instruction: str, save_name: str) -> str:
+def edit_script(env: ActionEnv, script_name: str, edit_instruction: str, save_name: str) -> str:
     content = env.low_read_or_empty(script_name)
     return _edit(env, script_name, save_name, "", content, "", edit_instruction)
 
 
 def edit_script_segment(
-    env: Environment,
+    env: ActionEnv,
     script_name: str,
     start_line_number: int,
     end_line_number: int,
@@ -132,7 +128,7 @@ def edit_script_segment(
     return _edit(env, script_name, save_name, before, segment, after, edit_instruction)
 
 
-def reflection(env: Environment, things_to_reflect_on: str) -> str:
+def reflection(env: ActionEnv, things_to_reflect_on: str) -> str:
     log = _log_text(env)
     prompt = (
         f"We are trying to solve this research problem: {env.research_problem}\n"
@@ -143,7 +139,7 @@ def reflection(env: Environment, things_to_reflect_on: str) -> str:
     return env.ask(prompt, "reflection", FAST_OPTIONS)
 
 
-def retrieval_from_research_log(env: Environment, current_plan: str) -> str:
+def retrieval_from_research_log(env: ActionEnv, current_plan: str) -> str:
     log = _log_text(env)
     prompt = (
         f"We are trying to solve this research problem: {env.research_problem}\n"

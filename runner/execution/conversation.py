@@ -7,33 +7,65 @@ conversation returns how the run should end; the session records it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
+
+from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, catalogue_for_agent
 from ..actions.catalogue import INVALID_MESSAGE
 from ..llm.gateway import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
+from ..sandbox import Sandbox
 from .agent_process import agent_popen
 from .endings import Ending, RunInterrupted
 from .protocol import AgentChannel, AgentExited, BadMessage
-
-if TYPE_CHECKING:
-    from .session import RunSession
 
 MAX_BAD_MESSAGES = 10
 FINAL_ANSWER_GRACE_S = 10.0
 
 
+class Steps(Protocol):
+    """What the conversation needs of the run it serves (``RunSession`` is one): its clock, and the steps."""
+
+    step_index: int  # the index of the step the agent takes next
+
+    def tick(self) -> None:
+        """Raises when the run must stop (cancelled, out of time, lost); called by everything that waits."""
+
+    def act(self, message: dict) -> tuple[Step, ActionOutcome]:
+        """Carry out an ``act`` message's action and record it as a step."""
+
+    def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
+        """Record a step that is no action (a line that was not a protocol message)."""
+
+    def record_interrupted(self, reason: str) -> None:
+        """Record the action in progress, if any, as ended by ``reason``."""
+
+
 class Conversation:
-    def __init__(self, session: RunSession) -> None:
-        self.session = session
-        self.run = session.run
+    def __init__(
+        self,
+        *,
+        run: Run,
+        version: TaskVersion,
+        action_names: list[str],
+        sandbox: Sandbox,
+        stderr_path: Path,
+        steps: Steps,
+    ) -> None:
+        self.run = run
+        self.version = version
+        self.action_names = action_names
+        self.sandbox = sandbox
+        self.stderr_path = stderr_path
+        self.steps = steps
         self.channel: AgentChannel | None = None
         self.bad_in_a_row = 0
 
     # -- starting ------------------------------------------------------------------------------------------
     def start_message(self) -> dict:
-        run, version = self.run, self.session.version
+        run, version = self.run, self.version
         history = [
             {
                 "step": s.index,
@@ -62,7 +94,7 @@ class Conversation:
                 "script": version.script_name,
                 "metric": {"name": version.metric_name, "higher_is_better": version.higher_is_better},
             },
-            "actions": catalogue_for_agent(self.session.environment.action_names),
+            "actions": catalogue_for_agent(self.action_names),
             "limits": run.limits.as_message(),
             "config": dict(run.agent.config or {}),
             "history": history,
@@ -72,18 +104,18 @@ class Conversation:
     def start_agent(self) -> AgentChannel:
         agent = self.run.agent
         proc = agent_popen(
-            sandbox=self.session.sandbox,
+            sandbox=self.sandbox,
             entrypoint=agent.entrypoint,
             package_path=agent.package_path,
             trusted=agent.is_trusted,
             run_id=self.run.pk,
         )
-        return AgentChannel(proc, self.session.dir / f"agent-{self.session.attempt}.stderr.log")
+        return AgentChannel(proc, self.stderr_path)
 
     # -- the loop ------------------------------------------------------------------------------------------
     def converse(self) -> Ending:
         """Answer the agent until it gives its Final Answer, breaks the protocol, dies or hits a limit."""
-        tick = self.session.tick
+        tick = self.steps.tick
         self.channel = channel = self.start_agent()
         channel.send(self.start_message(), tick=tick)
         try:
@@ -104,12 +136,12 @@ class Conversation:
                 f"the agent process exited (code {exc.exit_code}) without a Final Answer",
             )
         except RunInterrupted as exc:
-            self.record_interrupted(exc.reason)
+            self.steps.record_interrupted(exc.reason)
             channel.finish()
             return exc.ending(self.run)
         except LLMError as exc:
             kind = Run.FailureKind.LIMIT if isinstance(exc, LLMBudgetError) else Run.FailureKind.INFRASTRUCTURE
-            self.record_interrupted(str(exc))
+            self.steps.record_interrupted(str(exc))
             channel.send({"type": "end", "reason": str(exc)})
             channel.finish(grace_s=5.0)
             return Ending(Run.Status.FAILED, kind, str(exc))
@@ -122,7 +154,7 @@ class Conversation:
             'line: {"type": "act", "action": "<action name>", "input": {...}, "entries": {...}} '
             'or {"type": "llm", "messages": [{"role": "user", "content": "..."}]}.'
         )
-        step = self.session.record(
+        step = self.steps.record(
             INVALID_MESSAGE, {"line": exc.line_preview}, {}, ActionOutcome(observation, error=True)
         )
         self.channel.send({"type": "error", "step": step.index, "message": observation, "error": True})
@@ -137,13 +169,13 @@ class Conversation:
 
     def on_llm(self, message: dict) -> None:
         """A completion for the agent; it belongs to the step the agent takes next."""
-        session = self.session
-        answer = completion_for_run(run=self.run, step_index=session.step_index, message=message, tick=session.tick)
-        self.channel.send(answer, tick=session.tick)
+        steps = self.steps
+        answer = completion_for_run(run=self.run, step_index=steps.step_index, message=message, tick=steps.tick)
+        self.channel.send(answer, tick=steps.tick)
 
     def on_act(self, message: dict) -> Ending | None:
         """Carry out the action and record the step, then send the observation."""
-        step, outcome = self.session.act(message)
+        step, outcome = self.steps.act(message)
         answer = {
             "type": "observation",
             "step": step.index,
@@ -151,7 +183,7 @@ class Conversation:
             "error": outcome.error,
             "done": outcome.final,
         }
-        self.channel.send(answer, tick=self.session.tick)
+        self.channel.send(answer, tick=self.steps.tick)
         if outcome.final:
             self.channel.finish(grace_s=FINAL_ANSWER_GRACE_S)
             return Ending(Run.Status.FINISHED)
@@ -161,17 +193,8 @@ class Conversation:
     def steps_left(self) -> Ending | None:
         """None while the run may take another step; at the limit, the agent is told and the run ends."""
         max_steps = self.run.max_steps
-        if self.session.step_index < max_steps:
+        if self.steps.step_index < max_steps:
             return None
         self.channel.send({"type": "end", "reason": f"the run reached its limit of {max_steps} steps"})
         self.channel.finish(grace_s=5.0)
         return Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"reached the step limit of {max_steps} steps")
-
-    def record_interrupted(self, reason: str) -> None:
-        """The action in progress when the run had to end is recorded too, saying why it did not finish."""
-        current = self.session.current
-        if current is not None:
-            observation = f"EnvError: the run ended while this action was running: {reason}."
-            self.session.record(
-                current.action, current.action_input, current.entries, ActionOutcome(observation, error=True)
-            )

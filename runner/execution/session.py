@@ -320,7 +320,14 @@ class RunSession:
             final_sha = self.run.final_workspace_snapshot()
             log.info("run %s: the conversation ended in an earlier attempt; evaluating only", self.run.pk)
         else:
-            self.conversation = Conversation(self)
+            self.conversation = Conversation(
+                run=self.run,
+                version=self.version,
+                action_names=self.environment.action_names,
+                sandbox=self.sandbox,
+                stderr_path=self.dir / f"agent-{self.attempt}.stderr.log",
+                steps=self,
+            )
             ending = self.conversation.converse()
             self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
             final_sha, _ = self.snapshotter.take()
@@ -517,6 +524,13 @@ class RunSession:
         self.live = HeadTail(LIVE_OUTPUT_BYTES)
         self.live_dirty = False
         return step
+
+    def record_interrupted(self, reason: str) -> None:
+        """The action in progress when the run had to end is recorded too, saying why it did not finish."""
+        current = self.current
+        if current is not None:
+            observation = f"EnvError: the run ended while this action was running: {reason}."
+            self.record(current.action, current.action_input, current.entries, ActionOutcome(observation, error=True))
 
     def finish(self, ending: Ending, result: EvalResult | None) -> None:
         channel = self.conversation.channel if self.conversation is not None else None

@@ -9,12 +9,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from .cgroups import Cgroup
-
-if TYPE_CHECKING:
-    from .supervised import SupervisedSandbox
 
 
 class SandboxError(Exception):
@@ -89,6 +86,18 @@ BASE_ENV = {
 }
 
 
+class KeptSandbox(Protocol):
+    """A sandbox kept for many commands (``Sandbox.keep``; ``supervised.SupervisedSandbox`` is one): started on the
+    first command, ended with everything in it by ``close``."""
+
+    def popen(
+        self, argv: Sequence[str], *, cwd: str, env: dict[str, str] | None, limits: Limits, timeout: float | None = None
+    ) -> Any:
+        """Start ``argv`` in the sandbox; the answer is a process as the runner's process functions take one."""
+
+    def close(self) -> None: ...
+
+
 class Sandbox(ABC):
     name: str = ""
     #: False for backends that do not isolate (development only): they refuse untrusted agents.
@@ -151,7 +160,7 @@ class Sandbox(ABC):
         proc.limits = limits
         return proc
 
-    def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> SupervisedSandbox | None:
+    def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> KeptSandbox | None:
         """A sandbox kept for many commands (started on the first), or None where this backend starts one per
         process."""
         return None

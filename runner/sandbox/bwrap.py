@@ -5,12 +5,9 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .base import Limits, Mount, Sandbox, SandboxError, host_python_paths
-
-if TYPE_CHECKING:
-    from .supervised import SupervisedSandbox
+from .supervised import SupervisedSandbox
 
 # The read-only system: enough to run Python and its native libraries, nothing of the host's data.
 SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc"]
@@ -95,8 +92,6 @@ class BwrapSandbox(Sandbox):
     def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> SupervisedSandbox | None:
         if not self.persistent:
             return None
-        from .supervised import SupervisedSandbox
-
         return SupervisedSandbox(self, mounts=mounts, limits=limits)
 
     def popen(

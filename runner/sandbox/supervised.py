@@ -20,13 +20,9 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .base import Limits, Mount, SandboxError
+from .base import Limits, Mount, Sandbox, SandboxError
 from .process import Exit, kill_group
-
-if TYPE_CHECKING:
-    from .bwrap import BwrapSandbox
 
 SOURCE = (Path(__file__).parent / "supervisor.py").read_text()
 START_TIMEOUT_S = 30.0
@@ -48,7 +44,7 @@ class SupervisorLost(SandboxError):
 class SupervisedSandbox:
     """The run's workspace sandbox with its supervisor, started on the first command and again after a loss."""
 
-    def __init__(self, backend: BwrapSandbox, *, mounts: Sequence[Mount], limits: Limits) -> None:
+    def __init__(self, backend: Sandbox, *, mounts: Sequence[Mount], limits: Limits) -> None:
         self.backend = backend
         self.mounts = list(mounts)
         self.limits = limits
