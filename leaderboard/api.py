@@ -1,14 +1,13 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bench.schema import errors
-from task_bank.package import CATEGORIES
 
 from .exports import leaderboard_row_export
-from .query import SORT_COLUMNS, board_query_parse
+from .query import BoardFilters, board_query_parse
 from .selectors import leaderboard_matrix
 
 ROWS = inline_serializer(
@@ -49,20 +48,7 @@ ROWS = inline_serializer(
 
 
 @extend_schema(
-    parameters=[
-        OpenApiParameter("versions", str, enum=["current", "all"], description="which task versions count"),
-        OpenApiParameter("infra", str, enum=["include"], description="count infrastructure failures as failed runs"),
-        OpenApiParameter(
-            "origin", str, enum=["verified", "all"], description="'all' counts self-reported (imported) runs too"
-        ),
-        OpenApiParameter("category", str, enum=list(CATEGORIES), description="only the tasks of this category"),
-        OpenApiParameter(
-            "sort",
-            str,
-            description=f"order of the rows: a column ({', '.join(SORT_COLUMNS)} or task:SLUG, a task's success "
-            "rate), '-' before it for descending; a row without a figure there comes last. Default: the ranking",
-        ),
-    ],
+    parameters=BoardFilters.openapi_parameters(),
     responses={200: ROWS, **errors()},
 )
 @api_view(["GET"])
@@ -71,7 +57,7 @@ def leaderboard_api(request: Request) -> Response:
     interval, mean normalised score, cost, tokens, time, over the runs the leaderboard counts (the page states the
     rule), filtered and ordered as the leaderboard page's query string does. A private agent's runs count only for
     its owner and staff."""
-    query, problems = board_query_parse(request.query_params)
+    query, problems = board_query_parse(request.query_params, strict=True)
     if problems:
         raise serializers.ValidationError({param: [message] for param, message in problems.items()})
     board = leaderboard_matrix(viewer=request.user, options=query.options(), sort=query.sort)

@@ -28,7 +28,7 @@ def runs_href(
         query["category"] = category
     query["ranking"] = ranking
     if current:
-        query["current"] = "1"
+        query["versions"] = "current"
     if not self_reported:
         query["origin"] = "verified"
     if tag:

@@ -1,12 +1,14 @@
 """What a reader asks of the leaderboard in its query string: which runs count (``?versions=``, ``?infra=``,
 ``?origin=``, ``?category=``) and the order of its rows (``?sort=``). The page, its CSV and JSON exports and the API
-read the same parameters through ``board_query_parse``; ``board_sort`` orders the rows. No queries here."""
+read the same parameters (``BoardFilters``, on the runs list's machinery: ``runner.filters``) through
+``board_query_parse``; ``board_sort`` orders the rows. No queries here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from runner.filters import VERSIONS, Choice, QueryFilters, Text
 from task_bank.package import CATEGORIES
 
 from .stats import ranking_key
@@ -67,36 +69,51 @@ def _sort_column(sort: str) -> str:
     return sort.removeprefix("-")
 
 
-def board_query_parse(params: Mapping[str, str]) -> tuple[BoardQuery, dict[str, str]]:
+class BoardFilters(QueryFilters):
+    """The leaderboard's query string: the page, its CSV and JSON exports and ``/api/v1/leaderboard/``."""
+
+    versions = Choice(VERSIONS, default="current", expected="'current' or 'all'", help_text="which task versions count")
+    infra = Choice(
+        ["include"], expected="'include' (or no infra parameter)", help_text="count infrastructure failures as failed"
+    )
+    origin = Choice(
+        ["verified", "all"],
+        expected="'verified' or 'all' (self-reported runs included)",
+        help_text="'all' counts self-reported (imported) runs too",
+    )
+    category = Choice(CATEGORIES, help_text="only the tasks of this category")
+    sort = Text(
+        max_length=100,
+        pattern=r"^-?(" + "|".join(SORT_COLUMNS) + r"|task:.+)$",
+        help_text=f"order of the rows: a column ({', '.join(SORT_COLUMNS)} or task:SLUG, a task's success rate), "
+        "'-' before it for descending; a row without a figure there comes last. Default: the ranking",
+    )
+
+    @staticmethod
+    def clean_sort_value(sort: str | None) -> str:
+        column = _sort_column(sort or "")
+        if sort and column not in SORT_COLUMNS and not (column.startswith(TASK_SORT) and len(column) > len(TASK_SORT)):
+            raise ValueError(
+                f"expected a column ({', '.join(SORT_COLUMNS)} or task:SLUG), '-' before it for descending, "
+                f"got {sort[:40]!r}"
+            )
+        return sort or ""
+
+
+def board_query_parse(params: Mapping[str, str], *, strict: bool = False) -> tuple[BoardQuery, dict[str, str]]:
     """The query a reader asked for and, by parameter, what was wrong with it; a wrong parameter is left at its
-    default (the page says so and shows the rest, the API answers 400 naming it)."""
-    errors: dict[str, str] = {}
-    versions = params.get("versions", "current")
-    if versions not in ("current", "all"):
-        errors["versions"] = f"expected 'current' or 'all', got {versions[:40]!r}"
-    infra = params.get("infra")
-    if infra not in (None, "include"):
-        errors["infra"] = f"expected 'include' (or no infra parameter), got {infra[:40]!r}"
-    origin = params.get("origin")
-    if origin not in (None, "verified", "all"):
-        errors["origin"] = f"expected 'verified' or 'all' (self-reported runs included), got {origin[:40]!r}"
-    category = params.get("category") or ""
-    if category and category not in CATEGORIES:
-        errors["category"] = f"expected one of {', '.join(CATEGORIES)}, got {category[:40]!r}"
-        category = ""
-    sort = params.get("sort") or ""
-    column = _sort_column(sort)
-    if sort and column not in SORT_COLUMNS and not (column.startswith(TASK_SORT) and len(column) > len(TASK_SORT)):
-        errors["sort"] = (
-            f"expected a column ({', '.join(SORT_COLUMNS)} or task:SLUG), '-' before it for descending, "
-            f"got {sort[:40]!r}"
-        )
-        sort = ""
+    default (the page says so and shows the rest; the API, ``strict``, answers 400 naming it, an empty value
+    included)."""
+    values, errors = BoardFilters.parse(params, blank_is_absent=not strict)
+    try:
+        sort = BoardFilters.clean_sort_value(values["sort"])
+    except ValueError as exc:
+        errors["sort"], sort = str(exc), ""
     query = BoardQuery(
-        current_only=versions != "all",
-        include_infrastructure=infra == "include",
-        include_self_reported=origin == "all",
-        category=category,
+        current_only=values["versions"] != "all",
+        include_infrastructure=values["infra"] == "include",
+        include_self_reported=values["origin"] == "all",
+        category=values["category"] or "",
         sort=sort,
     )
     return query, errors

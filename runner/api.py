@@ -3,7 +3,7 @@ the run serializers the agents and logs APIs build on."""
 
 from decimal import Decimal
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -12,6 +12,7 @@ from bench.pagination import BeforeOrOffsetPagination
 from bench.schema import errors
 from task_bank.models import Task
 
+from .filters import RunFilters
 from .jobs import QueueUnreachable
 from .models import Agent, Run, RunLimits, Step
 from .selectors import (
@@ -118,18 +119,14 @@ class IsStaffOrReadOnly(permissions.BasePermission):
 
 @extend_schema_view(
     list=extend_schema(
-        parameters=[
-            OpenApiParameter("status", str, enum=Run.Status.values, description="only runs in this status"),
-            OpenApiParameter("task", str, description="only runs of the task with this slug"),
-            OpenApiParameter("agent", str, description="only runs of the agent with this name"),
-            OpenApiParameter("batch", int, description="only runs of this batch (a submission's id)"),
-        ],
+        parameters=RunFilters.openapi_parameters(),
         responses={200: RunSerializer(many=True), **errors()},
     ),
     retrieve=extend_schema(responses={200: RunSerializer, **errors(404)}),
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
-    """Runs, newest first; filter with ?status=, ?task=, ?agent=; page with ?limit= and ?offset=, or (as fast at any
+    """Runs, newest first; filtered as the runs page filters them (``RunFilters``: ?status=, ?task=, ?agent=,
+    ?versions=, ?ranking=, ?origin=, ...); page with ?limit= and ?offset=, or (as fast at any
     depth) ?before=ID, the runs after run ID, which each page's ``next`` link follows. Staff can start and cancel
     runs (people do it on the site's New runs page, /runs/new/). A private agent's runs are listed and found only
     for its owner and staff (to anyone else, a 404)."""
@@ -163,20 +160,12 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return page
 
     def get_queryset(self):
-        params = self.request.query_params
-        status_ = params.get("status")
-        if self.action == "list" and "status" in params and status_ not in Run.Status.values:
-            raise serializers.ValidationError({"status": [f"expected one of {', '.join(Run.Status.values)}"]})
-        batch = params.get("batch")
-        if self.action == "list" and batch is not None and not (batch.isdigit() and len(batch) < 19):
-            raise serializers.ValidationError({"batch": ["expected a batch's id (a whole number)"]})
-        return runs_list(
-            viewer=self.request.user,
-            status=status_,
-            task=params.get("task"),
-            agent=params.get("agent"),
-            batch=int(batch) if batch is not None and self.action == "list" else None,
-        )
+        if self.action != "list":
+            return runs_list(viewer=self.request.user)
+        filters, problems = RunFilters.parse(self.request.query_params)
+        if problems:
+            raise serializers.ValidationError({name: [problem] for name, problem in problems.items()})
+        return runs_list(viewer=self.request.user, **RunFilters.selector_arguments(filters))
 
     @extend_schema(request=RunRequestSerializer, responses={201: RunSerializer(many=True), **errors(403, 429, 503)})
     def create(self, request):

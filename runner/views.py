@@ -19,6 +19,7 @@ from bench.roles import may_review
 
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure, scores_overlaid_figure
+from .filters import MAX_ID, RunFilters, query_int
 from .jobs import QueueUnreachable
 from .logs.exports import trace_export_file
 from .models import ReviewTag, Run, Step
@@ -88,39 +89,17 @@ def _step_or_404(run: Run, index: int) -> Step:
 
 #: Runs on a page of the runs list.
 RUNS_PAGE_SIZE = 50
-
-
-def _run_id(request: HttpRequest, key: str) -> int | None:
-    """?before=N, ?after=N or ?batch=N: an id; anything else is none."""
-    value = request.GET.get(key, "")
-    return int(value) if value.isdigit() and len(value) < 19 else None
+#: The largest step index a query string may name (the column is a 32-bit integer).
+STEP_INDEX_MAX = 2**31 - 1
 
 
 def run_list_view(request: HttpRequest) -> HttpResponse:
     """The runs, newest first, a page at a time: ?before=N lists the runs older than run N, ?after=N the newer ones
-    (keyset pages: as fast deep in the list as at its head)."""
-    filters = {
-        key: request.GET.get(key) or None
-        for key in ("status", "task", "agent", "version", "ranking", "category", "origin", "tag")
-    }
-    # "model=" (present, empty) asks for the runs without a model, as a leaderboard row of such runs links here.
-    filters["model"] = request.GET.get("model")
-    filters["current"] = request.GET.get("current") == "1"
-    filters["batch"] = _run_id(request, "batch")  # a submission's runs (its id, as a run's)
-    unknown_status = None
-    if filters["status"] and filters["status"] not in Run.Status.values:
-        unknown_status, filters["status"] = filters["status"], None
-    unknown_ranking = None
-    if filters["ranking"] and filters["ranking"] not in RANKINGS:
-        unknown_ranking, filters["ranking"] = filters["ranking"], None
-    unknown_origin = None
-    if filters["origin"] and filters["origin"] not in ORIGINS:
-        unknown_origin, filters["origin"] = filters["origin"], None
-    unknown_tag = None
-    if filters["tag"] and filters["tag"] not in ReviewTag.Kind.values:
-        unknown_tag, filters["tag"] = filters["tag"], None
-    before, after = (_run_id(request, key) for key in ("before", "after"))
-    runs = runs_rows(runs_list(viewer=request.user, **filters))
+    (keyset pages: as fast deep in the list as at its head). A wrong filter is named, and the rest apply."""
+    filters, errors = RunFilters.parse(request.GET, blank_is_absent=True)
+    unknown = {name: request.GET.get(name) for name in errors}
+    before, after = (_whole_number(request, key, minimum=1) for key in ("before", "after"))
+    runs = runs_rows(runs_list(viewer=request.user, **RunFilters.selector_arguments(filters)))
     unknown_from = None
     try:
         page = runs_page(runs, viewer=request.user, before=before, after=None if before else after, size=RUNS_PAGE_SIZE)
@@ -130,16 +109,17 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "unknown_from": unknown_from,
-        "filters": filters,
-        "filtered": any(v not in (None, False) for v in filters.values()),
+        "filters": filters | {"current": filters["versions"] == "current"},
+        "filtered": any(v is not None for name, v in filters.items() if name != "versions")
+        or filters["versions"] == "current",
         "statuses": Run.Status.choices,
         "rankings": list(RANKINGS),
-        "unknown_status": unknown_status,
-        "unknown_ranking": unknown_ranking,
+        "unknown_status": unknown.get("status"),
+        "unknown_ranking": unknown.get("ranking"),
         "origins": list(ORIGINS),
-        "unknown_origin": unknown_origin,
+        "unknown_origin": unknown.get("origin"),
         "tags": ReviewTag.Kind.choices,
-        "unknown_tag": unknown_tag,
+        "unknown_tag": unknown.get("tag"),
     }
     return render(request, "runner/run_list.html", context)
 
@@ -218,7 +198,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
 def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     """The steps before ``?before=N`` (one page of them), with the control that loads the page before."""
     run = _run_or_404(request, pk)
-    before = _int_param(request, "before")
+    before = _whole_number(request, "before", minimum=-1, maximum=STEP_INDEX_MAX)
     if before is None:
         return HttpResponseBadRequest("?before= needs a step index (a whole number)")
     context = _steps_context(run, StepFilter.from_query(request.GET), before=before)
@@ -230,7 +210,7 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     """A live run's poll: the steps after ``?after=N`` (the last one the page shows), the header and the live
     step, swapped in out of band, and the poller itself (without its trigger once the run has ended)."""
     run = _run_or_404(request, pk)
-    after = _int_param(request, "after")
+    after = _whole_number(request, "after", minimum=-1, maximum=STEP_INDEX_MAX)
     if after is None:
         return HttpResponseBadRequest("?after= needs a step index (a whole number, -1 for none)")
     context = _steps_context(run, StepFilter.from_query(request.GET), after=after)
@@ -244,10 +224,12 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-def _int_param(request: HttpRequest, name: str) -> int | None:
-    value = request.GET.get(name, "")
-    digits = value.removeprefix("-")
-    return int(value) if digits.isdigit() and len(digits) < 12 else None
+def _whole_number(request: HttpRequest, name: str, *, minimum: int, maximum: int = MAX_ID) -> int | None:
+    """?NAME=N within bounds; None when absent or anything else (a page falls back to its default)."""
+    try:
+        return query_int(request.GET, name, minimum=minimum, maximum=maximum, default=None)
+    except ValueError:
+        return None
 
 
 def step_llm_calls_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
@@ -273,8 +255,7 @@ def step_changes_view(request: HttpRequest, pk: int, index: int) -> HttpResponse
 
 def _page_number(request: HttpRequest) -> int:
     """?page=N (from 1); anything else is the first page."""
-    value = request.GET.get("page", "1")
-    return int(value) if value.isdigit() and len(value) < 9 else 1
+    return _whole_number(request, "page", minimum=1) or 1
 
 
 def step_files_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
@@ -319,9 +300,10 @@ def step_workspace_zip_view(request: HttpRequest, pk: int, index: int) -> HttpRe
 def _run_ids(request: HttpRequest) -> list[int] | None:
     """?runs=1,2 (or ?runs=1&runs=2): the run ids asked for; None when one is not a whole number."""
     parts = [part.strip() for value in request.GET.getlist("runs") for part in value.split(",") if part.strip()]
-    if not all(part.isdigit() and len(part) < 12 for part in parts):
+    try:
+        return [query_int({"runs": part}, "runs", minimum=0, maximum=MAX_ID, default=None) for part in parts]
+    except ValueError:
         return None
-    return [int(part) for part in parts]
 
 
 def runs_compare_view(request: HttpRequest) -> HttpResponse:
@@ -344,7 +326,7 @@ def runs_compare_view(request: HttpRequest) -> HttpResponse:
     if len(runs) == 1:
         context["others"] = runs_of_same_task(viewer=request.user, run=runs[0])
         return render(request, "runner/run_compare.html", context)
-    start = max(_int_param(request, "from") or 0, 0)
+    start = _whole_number(request, "from", minimum=0, maximum=STEP_INDEX_MAX) or 0
     rows = compared_steps(runs=runs, start=start)
     for row in rows:
         for step in row["steps"]:
