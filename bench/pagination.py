@@ -4,6 +4,7 @@ expected (DRF's own falls back silently on a bad number and hands a huge one to 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
@@ -15,16 +16,26 @@ MAX_LIMIT = 500
 MAX_OFFSET = 1_000_000_000  # far past any list here, far below PostgreSQL's bigint
 
 
-def query_int(params: QueryDict, name: str, *, minimum: int, maximum: int, default: int) -> int:
-    """The whole number in query parameter ``name`` (``default`` when absent); a 400 naming the parameter and
-    the expected range when it is not a whole number within ``minimum..maximum``."""
+def whole_number(params: Mapping[str, str], name: str, *, minimum: int, maximum: int, default: int | None):
+    """The whole number in query parameter ``name`` (``default`` when absent), or ``ValueError`` naming the range
+    when it is not a whole number within ``minimum..maximum``: the one integer parser of query strings, the
+    pages' and the API's (``runner.filters`` builds on it)."""
     if name not in params:
         return default
     text = params[name]
-    if not re.fullmatch(r"[0-9]{1,18}", text) or not minimum <= int(text) <= maximum:
+    digits = text.removeprefix("-") if minimum < 0 else text
+    if not re.fullmatch(r"[0-9]{1,18}", digits) or not minimum <= int(text) <= maximum:
         shown = text if len(text) <= 40 else text[:40] + "..."
-        raise ValidationError({name: [f"expected a whole number from {minimum} to {maximum}, got {shown!r}"]})
+        raise ValueError(f"expected a whole number from {minimum} to {maximum}, got {shown!r}")
     return int(text)
+
+
+def query_int(params: QueryDict, name: str, *, minimum: int, maximum: int, default: int) -> int:
+    """``whole_number``, or a 400 naming the parameter and the expected range."""
+    try:
+        return whole_number(params, name, minimum=minimum, maximum=maximum, default=default)
+    except ValueError as exc:
+        raise ValidationError({name: [str(exc)]}) from None
 
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):

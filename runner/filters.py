@@ -11,36 +11,23 @@ whose one parameter is wrong and says which; the API answers 400 naming it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from django import forms
 from drf_spectacular.utils import OpenApiParameter
 
+from bench.pagination import MAX_ID, whole_number
 from task_bank.package import CATEGORIES
 
 from .models import ReviewTag, Run
 from .selectors import ORIGINS, RANKINGS
 
-MAX_ID = 2**63 - 1  # PostgreSQL's bigint
 SHOWN = 40  # characters of a wrong value quoted back
 
 
 def shown(value: object) -> str:
     text = str(value)
     return repr(text if len(text) <= SHOWN else text[:SHOWN] + "...")
-
-
-def query_int(params: Mapping[str, str], name: str, *, minimum: int, maximum: int, default: int | None):
-    """The whole number in query parameter ``name`` (``default`` when absent), or ``ValueError`` naming the range
-    when it is not a whole number within ``minimum..maximum``. The one integer parser of query strings."""
-    if name not in params:
-        return default
-    text = params[name]
-    digits = text.removeprefix("-") if minimum < 0 else text
-    if not re.fullmatch(r"[0-9]{1,18}", digits) or not minimum <= int(text) <= maximum:
-        raise ValueError(f"expected a whole number from {minimum} to {maximum}, got {shown(text)}")
-    return int(text)
 
 
 class Choice(forms.ChoiceField):
@@ -102,7 +89,7 @@ class WholeNumber(forms.Field):
         if value is None:
             return None
         try:
-            return query_int({"n": value}, "n", minimum=self.minimum, maximum=self.maximum, default=None)
+            return whole_number({"n": value}, "n", minimum=self.minimum, maximum=self.maximum, default=None)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 

@@ -15,11 +15,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from bench.pagination import MAX_ID, whole_number
 from bench.roles import may_review
 
 from .actions import ACTIONS, catalogue_for_agent
 from .charts import score_over_steps_figure, scores_overlaid_figure
-from .filters import MAX_ID, RunFilters, query_int
+from .filters import RunFilters
 from .jobs import QueueUnreachable
 from .logs.exports import trace_export_file
 from .models import ReviewTag, Run, Step
@@ -227,7 +228,7 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
 def _whole_number(request: HttpRequest, name: str, *, minimum: int, maximum: int = MAX_ID) -> int | None:
     """?NAME=N within bounds; None when absent or anything else (a page falls back to its default)."""
     try:
-        return query_int(request.GET, name, minimum=minimum, maximum=maximum, default=None)
+        return whole_number(request.GET, name, minimum=minimum, maximum=maximum, default=None)
     except ValueError:
         return None
 
@@ -301,7 +302,7 @@ def _run_ids(request: HttpRequest) -> list[int] | None:
     """?runs=1,2 (or ?runs=1&runs=2): the run ids asked for; None when one is not a whole number."""
     parts = [part.strip() for value in request.GET.getlist("runs") for part in value.split(",") if part.strip()]
     try:
-        return [query_int({"runs": part}, "runs", minimum=0, maximum=MAX_ID, default=None) for part in parts]
+        return [whole_number({"runs": part}, "runs", minimum=0, maximum=MAX_ID, default=None) for part in parts]
     except ValueError:
         return None
 
