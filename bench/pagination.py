@@ -24,7 +24,7 @@ def whole_number(params: Mapping[str, str], name: str, *, minimum: int, maximum:
         return default
     text = params[name]
     digits = text.removeprefix("-") if minimum < 0 else text
-    if not re.fullmatch(r"[0-9]{1,18}", digits) or not minimum <= int(text) <= maximum:
+    if not re.fullmatch(r"[0-9]{1,19}", digits) or not minimum <= int(text) <= maximum:
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise ValueError(f"expected a whole number from {minimum} to {maximum}, got {shown!r}")
     return int(text)
@@ -99,7 +99,8 @@ class BeforeOrOffsetPagination(BoundedLimitOffsetPagination):
             "name": self.before_query_param,
             "required": False,
             "in": "query",
-            "description": "List the items after the one with this id, in the list's order (instead of ?offset=).",
+            "description": "List the items after the one with this id, in the list's order: instead of ?offset=, "
+            "a request with both is refused.",
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
         }
         return [*super().get_schema_operation_parameters(view), before]

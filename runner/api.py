@@ -8,7 +8,7 @@ from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from bench.pagination import BeforeOrOffsetPagination
+from bench.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPagination
 from bench.schema import errors
 from task_bank.models import Task
 
@@ -74,7 +74,7 @@ class StepSerializer(serializers.ModelSerializer):
 
 
 class RunRequestSerializer(serializers.Serializer):
-    agent = serializers.CharField(help_text="agent name (latest version) or name@version")
+    agent = serializers.CharField(min_length=1, help_text="agent name (latest version) or name@version")
     tasks = serializers.ListField(
         child=serializers.SlugField(), min_length=1, help_text="task slugs; a slug named twice counts once"
     )
@@ -201,7 +201,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(RunSerializer(run).data)
 
     @extend_schema(responses={200: StepSerializer(many=True), **errors(404)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=BoundedLimitOffsetPagination)
     def steps(self, request, pk=None):
         """Every step of the run, in order."""
         run = self.get_object()

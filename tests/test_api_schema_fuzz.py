@@ -22,9 +22,9 @@ from .factories import AgentFactory, RunFactory, StepFactory
 EXAMPLES = 25  # per operation and mode (valid input, invalid input)
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.django_db(transaction=True)
-def test_every_answer_is_declared_and_none_is_a_server_error(live_server, tiny_task, settings, monkeypatch):
+@pytest.fixture
+def api(live_server, tiny_task, settings, monkeypatch):
+    """The live schema and a staff token's headers, over a run with a step, a submission and the tiny task."""
     settings.BENCH_MAX_RUNS_PER_REQUEST = 3  # what the fuzzer may queue in one request
     monkeypatch.setattr(RunRequestThrottle, "THROTTLE_RATES", {"run_requests": "10000/hour"})  # reach the checks
     run = RunFactory(task_version=tiny_task, agent=AgentFactory(name="solver"), status="finished")
@@ -33,8 +33,13 @@ def test_every_answer_is_declared_and_none_is_a_server_error(live_server, tiny_t
     submitter = get_user_model().objects.create_user("asker", password="x")
     submission_create(submitter=submitter, agent=AgentFactory(name="asked", owner=submitter), tasks=[tiny_task.task])
     headers = {"Authorization": f"Token {Token.objects.create(user=staff).key}"}
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/")
+    return schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/"), headers
 
+
+@pytest.mark.timeout(300)
+@pytest.mark.django_db(transaction=True)
+def test_every_answer_is_declared_and_none_is_a_server_error(api):
+    schema, headers = api
     failures = []
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == 17
@@ -59,4 +64,33 @@ def test_every_answer_is_declared_and_none_is_a_server_error(live_server, tiny_t
                 assert mode == GenerationMode.NEGATIVE
             except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every operation is tried, failures listed
                 failures.append(f"{operation.label} ({mode.value}): {exc}")
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.django_db(transaction=True)
+def test_every_query_string_the_schema_allows_is_accepted(api):
+    """The lists' query parameters are generated from the filters the server parses with (``runner.filters``), so
+    any query the schema allows is answered, not refused. ``?before=`` names a run that must exist: left out."""
+    schema, headers = api
+    failures = []
+    for operation in [result.ok() for result in schema.get_all_operations()]:
+        if operation.method.upper() != "GET":
+            continue
+
+        @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+        @hypothesis_settings(
+            max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        )
+        def check(case):
+            if case.cookies:
+                case.cookies.pop("sessionid", None)
+            if case.query:
+                case.query.pop("before", None)
+            case.call_and_validate(headers=headers, checks=[positive_data_acceptance])
+
+        try:
+            check()
+        except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every operation is tried, failures listed
+            failures.append(f"{operation.label}: {exc}")
     assert not failures, "\n\n".join(failures)

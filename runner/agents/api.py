@@ -66,7 +66,7 @@ class SubmissionRequestSerializer(RunRequestSerializer):
 
 
 class SubmissionRejectSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, help_text="why: the submitter reads it")
+    reason = serializers.CharField(min_length=1, max_length=2000, help_text="why: the submitter reads it")
 
 
 class SubmissionApproveAnswerSerializer(SubmissionSerializer):
