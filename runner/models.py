@@ -310,8 +310,8 @@ class Run(models.Model):
     score_pending_since = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="An imported run whose final workspace waits to be scored (by a short job, asked for then); empty "
-        "once scored. Rankings leave it out until then.",
+        help_text="An imported run whose final workspace waits to be scored (by a worker's job on its kind of run's "
+        "queue, asked for then); empty once scored. Rankings leave it out until then.",
     )
     paired_baseline = models.FloatField(
         null=True, blank=True, help_text="Timed tasks: the baseline measured alongside the final score."

@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
             name="score_pending_since",
             field=models.DateTimeField(
                 blank=True,
-                help_text="An imported run whose final workspace waits to be scored (by a short job, asked for then); empty once scored. Rankings leave it out until then.",
+                help_text="An imported run whose final workspace waits to be scored (by a worker's job on its kind of run's queue, asked for then); empty once scored. Rankings leave it out until then.",
                 null=True,
             ),
         ),

@@ -1,4 +1,4 @@
-"""An uploaded log's run is recorded at once and scored by a short job (``imports.import_score``): it waits for its
+"""An uploaded log's run is recorded at once and scored by a worker's job (``imports.import_score``): it waits for its
 score meanwhile, rankings leave it out until then, a scoring that fails ends the wait, and the reaper sends the
 job again when it was never sent or lost (a real worker doing so: tests/integration/test_import_scoring_worker.py)."""
 

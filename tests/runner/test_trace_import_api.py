@@ -35,7 +35,7 @@ def test_a_signed_in_user_imports_a_log_under_a_new_agent_of_their_own(tiny_task
     assert response.status_code == 201, response.content
     body = response.json()
     assert (body["origin"], body["agent"], body["steps_count"]) == ("imported", "my-agent", 3)
-    assert (body["final_score"], body["score_pending"]) == (None, True)  # scored by a short job
+    assert (body["final_score"], body["score_pending"]) == (None, True)  # scored by a worker's job
     agent = Agent.objects.get(name="my-agent")
     assert agent.owner == people["stranger"] and agent.kind == Agent.Kind.EXTERNAL
 

@@ -48,7 +48,7 @@ def test_a_log_uploaded_on_the_site_becomes_a_self_reported_run_of_a_new_agent_o
         "my-agent",
         "gpt-x",
         3,
-        None,  # scored by a short job (test_import_scoring.py)
+        None,  # scored by a worker's job (test_import_scoring.py)
     )
     assert run.score_pending_since is not None
     assert Agent.objects.get(name="my-agent").owner == people["stranger"]
