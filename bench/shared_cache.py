@@ -3,7 +3,14 @@
 Django's default cache is this process's memory: right for what is only a cache (the leaderboard's figures, the
 rendered step cards), wrong for a limit's count, which each of gunicorn's workers, each web container and each
 restart would otherwise start again from nothing. The shared cache is a table in the database unless
-BENCH_SHARED_CACHE_URL names a Redis server (``bench.settings``)."""
+BENCH_SHARED_CACHE_URL names a Redis server (``bench.settings``). runner's migration 0017 creates the table whatever
+the setting, so the embedded default (``make run``) needs no other service;
+``tests/integration/test_shared_throttle.py`` splits requests between two gunicorn processes on both backends and
+restarts one.
+
+A count is not incremented in one step on the database table: DRF's throttle reads its list of times and writes it
+back, and ``DatabaseCache.incr`` is a read and a write. Requests sent at the same instant may each pass on the same
+count, so a limit can be exceeded by the requests that race."""
 
 from __future__ import annotations
 

@@ -1,7 +1,23 @@
 """The leaderboard's figures computed once per state of the runs: cached under the ranking generation
 (``models.RankingGeneration``), which database triggers change in the same transaction as every write that can
 change a ranking figure. A reader reads the generation first, then (on a miss) the runs: what it computes is at
-least as new as the generation it is stored under, so a cached figure is never older than the key that finds it."""
+least as new as the generation it is stored under, so a cached figure is never older than the key that finds it.
+
+Cached here: the board's rows and cells (``selectors.leaderboard_board``), the improvement chart's points or boxes
+and the home page's counts, each under the generation, the viewer's class (``viewer_key``: the access rule decides
+which runs a viewer's figures sum) and the ranking options; the rendered table is a template fragment keyed by
+``ranking_fragment_key`` and its URL. The cache is Django's default one, each process's memory: it is only a cache.
+
+Why triggers and a cache rather than a summary table kept by the services: runner must not know of rankings (it
+imports nothing of leaderboard); a summary table would need the same invalidations plus every place a figure's
+inputs change (a version's baseline changes every normalised score, an agent's visibility who sees which sums, and
+the chart's quartiles cannot be summed); and triggers also cover the admin, bulk updates and management commands.
+The cost: the first request after a ranking write computes the figures again (``benchmarks/lists_at_scale.py``
+prints that figure); every UPDATE of runs runs a statement trigger that compares the rows it changed (a heartbeat
+too, though it bumps nothing); and a ranking write locks the generation row until it commits, so a transaction
+that writes one takes its other row locks first (``recording.run_finish`` locks the task version before it ends the
+run). ``tests/leaderboard/test_ranking_cache.py`` compares the cached figures with a computation from scratch after
+each kind of write."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def home_counts(*, viewer: Viewer) -> dict:
         )
 
     counts = ranking_cached("home_counts", viewer=viewer, options=DEFAULT_OPTIONS, compute=compute)
-    counts["live"] = runs_visible_to(viewer).filter(Run.TRIAL, status__in=Run.LIVE).count()
+    counts["live"] = runs_visible_to(viewer).trials().live().count()
     return counts
 
 
@@ -136,11 +136,9 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     logs made elsewhere then count too, once scored (an upload's run waits for its score: ``score_pending_since``).
     (Which tasks and versions: ``ranked_runs``.)"""
     counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
-    runs = runs_visible_to(viewer).filter(Run.TRIAL).filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
-    if not options.include_self_reported:
-        runs = runs.filter(Run.VERIFIED)
-    else:
-        runs = runs.filter(score_pending_since__isnull=True)
+    runs = runs_visible_to(viewer).trials().filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
+    # Self-reported runs count once scored (an upload's run waits for its score).
+    runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
     return runs, counted
 
 
@@ -155,7 +153,9 @@ def task_agent_rows(*, viewer: Viewer, version: TaskVersion, options: RankingOpt
 
 def ranked_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[QuerySet[Run], Q]:
     """``counted_runs`` on the leaderboard's tasks: the enabled ones (of one ``options.category`` if given), only
-    the runs of each task's current version if ``options.current_only``."""
+    the runs of each task's current version if ``options.current_only``. What the leaderboard, its exports and API,
+    the home page's counts and the charts all read, so that every number and every chart point stands for the
+    same runs."""
     runs, counted = counted_runs(viewer=viewer, options=options)
     runs = runs.filter(task__is_enabled=True)
     if options.current_only:

@@ -193,7 +193,54 @@ class Batch(models.Model):
         return self.State(self.state).label
 
 
+class RunQuerySet(models.QuerySet):
+    """The vocabulary of which runs: ``Run.objects.trials().counted().verified()`` reads as the rankings' rule. Each
+    method applies the ``Run`` rule of the same name (``Run.TRIAL``, ``Run.COUNTED``, ...), which aggregates use as
+    filters of a ``Count``."""
+
+    def trials(self) -> RunQuerySet:
+        """Benchmark runs started afresh (``Run.TRIAL``)."""
+        return self.filter(Run.TRIAL)
+
+    def counted(self) -> RunQuerySet:
+        """Ended in a way rankings count (``Run.COUNTED``): finished, failed by the agent or at a limit."""
+        return self.filter(Run.COUNTED)
+
+    def infrastructure_failures(self) -> RunQuerySet:
+        """Ended by the platform's fault (``Run.INFRASTRUCTURE_FAILURE``)."""
+        return self.filter(Run.INFRASTRUCTURE_FAILURE)
+
+    def verified(self) -> RunQuerySet:
+        """Executed and scored by the platform (``Run.VERIFIED``)."""
+        return self.filter(Run.VERIFIED)
+
+    def self_reported(self) -> RunQuerySet:
+        """Imported from logs made elsewhere."""
+        return self.exclude(Run.VERIFIED)
+
+    def ended(self) -> RunQuerySet:
+        """In one of the ``Run.TERMINAL`` statuses."""
+        return self.filter(status__in=Run.TERMINAL)
+
+    def live(self) -> RunQuerySet:
+        """Not ended yet (``Run.LIVE``): queued, or on a worker."""
+        return self.filter(status__in=Run.LIVE)
+
+
 class Run(models.Model):
+    """One agent on one task version, from the request to its score.
+
+        queued ──claim──> preparing ──> running ──> evaluating ──> finished
+          │                  │             │             │
+          └── cancelled      └─────────────┴─────────────┴──> failed | cancelled | timed_out
+          ^                                │
+          └── the reaper (stale heartbeat, attempts left) or a hand-back (the worker is stopping)
+
+    ``finished`` means the run ended normally and was scored; whether it beat the baseline is the separate
+    ``succeeded`` (the paper's success). Every change of status is a conditional UPDATE of this row, on its status
+    and, from the claim on, on its ``attempt`` (each claim adds one): zero rows updated means someone else owns the
+    run, and the writer stops without writing (``runner.execution``). Nothing here or in a signal changes it."""
+
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         PREPARING = "preparing", "Preparing"
@@ -345,6 +392,8 @@ class Run(models.Model):
     QUEUE_ORDER = ("created_at", "pk")
     #: The order of the lists of runs: newest first, the id breaking ties (runs queued together share a time).
     LIST_ORDER = ("-created_at", "-pk")
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -9,6 +9,7 @@ through their run, so a step is visible exactly when its run is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlencode
@@ -21,7 +22,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
 
 from .actions import ACTIONS
-from .models import Agent, Batch, LLMCall, ReviewTag, Run, Step
+from .models import Agent, Batch, LLMCall, ReviewTag, Run, RunQuerySet, Step
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
@@ -61,27 +62,33 @@ def agent_versions(*, viewer: Viewer, name: str) -> list[Agent]:
 
 def agent_ranked_counts(*, viewer: Viewer, name: str) -> QuerySet:
     """Per task, agent version and model: the agent's trials that rankings count on the task's current version
-    (``Run.TRIAL & Run.COUNTED``, verified), and how many succeeded; counted by the database."""
+    (``trials().counted().verified()``), and how many succeeded; counted by the database."""
     return (
         runs_visible_to(viewer)
-        .filter(RANKINGS["counted"], ORIGINS["verified"], agent__name=name, task_version=F("task__current_version"))
+        .trials()
+        .counted()
+        .verified()
+        .filter(agent__name=name, task_version=F("task__current_version"))
         .values("task__slug", "task__title", "agent__version", "model")
         .annotate(trials=Count("pk"), succeeded=Count("pk", filter=Q(succeeded=True)))
         .order_by("task__slug", "agent__version", "model")
     )
 
 
-#: The ``ranking`` filter of the runs list: the runs behind a leaderboard count (see ``Run.COUNTED``).
-RANKINGS = {
-    "counted": Run.TRIAL & Run.COUNTED,
-    "infrastructure": Run.TRIAL & Run.INFRASTRUCTURE_FAILURE,
-    "with-infrastructure": Run.TRIAL & (Run.COUNTED | Run.INFRASTRUCTURE_FAILURE),
+#: The ``ranking`` filter of the runs list: the runs behind a leaderboard count (``RunQuerySet``'s vocabulary).
+RANKINGS: dict[str, Callable[[RunQuerySet], RunQuerySet]] = {
+    "counted": lambda runs: runs.trials().counted(),
+    "infrastructure": lambda runs: runs.trials().infrastructure_failures(),
+    "with-infrastructure": lambda runs: runs.trials().filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE),
 }
 
 
 #: The ``origin`` filter of the runs list: runs the platform executed (what rankings count by default) or runs
 #: imported from logs made elsewhere.
-ORIGINS = {"verified": Run.VERIFIED, "self-reported": ~Run.VERIFIED}
+ORIGINS: dict[str, Callable[[RunQuerySet], RunQuerySet]] = {
+    "verified": RunQuerySet.verified,
+    "self-reported": RunQuerySet.self_reported,
+}
 
 
 def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
@@ -165,13 +172,13 @@ def runs_list(
     if model is not None:
         qs = qs.filter(model=model)
     if ranking:
-        qs = qs.filter(RANKINGS[ranking])
+        qs = RANKINGS[ranking](qs)
     if current:
         qs = qs.filter(task_version=F("task__current_version"))
     if category:
         qs = qs.filter(task__category=category)
     if origin:
-        qs = qs.filter(ORIGINS[origin])
+        qs = ORIGINS[origin](qs)
     if tag:
         qs = qs.filter(Exists(ReviewTag.objects.filter(run=OuterRef("pk"), kind=tag)))
     if batch is not None:

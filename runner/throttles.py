@@ -12,8 +12,8 @@ class RunRequestThrottle(SharedUserRateThrottle):
 
 
 class TraceUploadThrottle(SharedUserRateThrottle):
-    """Log uploads per user (each prepares the task and scores the log in the sandbox): the ``trace_uploads``
-    rate in settings."""
+    """Log uploads per user (each stores a log of a ready task version; its scoring is a worker's job,
+    ``runner.score_import``): the ``trace_uploads`` rate in settings."""
 
     scope = "trace_uploads"
 

@@ -5,7 +5,12 @@
 - ``recording``: the writes (each step, the run's end), fenced by the run's attempt;
 - ``validation``: task validation runs (the measured baseline) and their queueing;
 - ``reaper``: runs whose worker died, queued again or failed;
-- ``endings``: how a run can end, as types.
+- ``endings``: how a run can end, as types;
+- ``preparation``: prepare.py once per task version (cached); ``evaluation``: scoring in the sandbox (paired for
+  timed tasks);
+- ``protocol``, ``agent_process``: the agent's channel and process;
+- ``sandboxes``: the configured sandbox; ``workers``, ``stopping``: worker heartbeats and handing runs back;
+- ``views``: the workers page.
 """
 
 from .session import RunSession, run_claim, run_claim_next, run_execute, run_execute_next, runs_dir

@@ -65,6 +65,13 @@ class Conversation:
 
     # -- starting ------------------------------------------------------------------------------------------
     def start_message(self) -> dict:
+        """The first message to the agent: the task, the action catalogue, the limits, its config, and every step
+        recorded so far (``history``). A resumed run (attempt 2 or later) also gets ``resume``, saying why; a forked
+        run's history is the steps it copied. The SDK replays that history to an agent that asks for the same
+        actions again, in the same order (their recorded observations, without acting), so a deterministic agent
+        (baseline, tuner) goes on where it was; an agent that rebuilds its state itself (the research agent) calls
+        ``env.take_history()`` instead (``mlab_agents/sdk.py``). Each step records the attempt that took it
+        (``Step.attempt``), so the trace shows where a new attempt took over."""
         run, version = self.run, self.version
         history = [
             {
@@ -191,7 +198,12 @@ class Conversation:
 
     # -- endings -------------------------------------------------------------------------------------------
     def steps_left(self) -> Ending | None:
-        """None while the run may take another step; at the limit, the agent is told and the run ends."""
+        """None while the run may take another step; at the limit, the agent is told and the run ends.
+
+        Every recorded step counts, a dead attempt's included: the agent keeps everything those steps did (the
+        workspace, their observations), so not counting them would give a run on a crashing worker more steps than
+        its peers. What is not counted is what was lost: the action that was running (done again) and the time
+        off a worker (``Run.paused_seconds``)."""
         max_steps = self.run.max_steps
         if self.steps.step_index < max_steps:
             return None

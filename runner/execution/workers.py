@@ -6,7 +6,9 @@ only show the workers that answer now.
 
 A worker told to stop (SIGTERM, or Ctrl-C under ``make run``) hands its runs back: each notices within a second,
 stops what it runs and goes back to the queue, first in line, to be resumed from its last recorded step by the
-next worker; the worker then exits. It starts nothing new meanwhile: a message it still takes is sent again.
+next worker; the worker then exits. It starts nothing new meanwhile: a message it still takes is sent again. A
+worker killed outright (SIGKILL, a lost machine) hands nothing back: its runs wait for the reaper, which queues
+them again once their heartbeat is stale (``BENCH_HEARTBEAT_STALE_S``).
 
 The Celery signal handlers at the end of this module do both; ``RunnerConfig.ready`` imports the jobs, which import
 this module, so every worker process connects them."""
@@ -134,6 +136,9 @@ def sweep_sandbox_containers(**kwargs) -> None:
 
 @worker_shutting_down.connect
 def hand_back_runs(sender=None, **kwargs) -> None:
+    """Celery's warm shutdown (SIGTERM to the worker): mark the worker's runs ``hand_back_requested_at`` (their
+    sessions notice within a second and hand them back) and leave the stopping marker its pool processes look for
+    (``worker_stopping``). A signal that reaches a pool process itself is ``stopping.busy``'s."""
     marker = _stopping_marker(os.getpid())
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()

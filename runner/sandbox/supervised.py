@@ -6,6 +6,14 @@ what one command started never outlives it (the supervisor kills everything but 
 command is a process to the runner: ``SupervisedProcess`` has the stdout/stderr pipes ``run_process`` reads, and
 ``kill_all`` / ``reap_exit`` / ``is_running`` like the docker backend's. A supervisor that died or stopped
 answering is a ``SupervisorLost`` for the action it was running, and the next command starts a new sandbox.
+
+Only bwrap keeps one (``BENCH_SANDBOX_PERSISTENT``, on by default), and only for Execute Script: the Python REPL
+keeps a sandbox of its own (its interpreter outlives a command), and docker, ``local`` and bwrap with
+``BENCH_SANDBOX_PERSISTENT=0`` start one sandbox per process. A kept sandbox is started with the same mounts,
+network, user, capabilities and cgroup as a per-script one, its process limit one higher (for the supervisor). The
+script is not PID 1 of its sandbox here, so SIGXCPU reaches it at its CPU limit; in a sandbox of its own (bwrap's
+``--as-pid-1``) it is PID 1, which ignores SIGXCPU, and is stopped by SIGKILL at the hard limit, 5 s later.
+``Environment.close`` ends the kept sandbox: at the end of the conversation, a hand-back, any end of the run.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ When the worker is root (``BENCH_WORKSPACE_FS=tmpfs``, the default then), a work
 
 so no walk, polling, depth, file count, sparseness or background thread can take the run past its limit: a write
 over it fails with ENOSPC (or an inode limit's ENOSPC) in the script that made it. Deleting files still works, and
-frees the space. ``remove_tree`` unmounts all of it.
+frees the space. ``remove_tree`` unmounts all of it. tmpfs pages are memory: a host holds what its runs wrote in
+their workspaces in RAM (or swap), so size it for the runs it holds.
 
 Where mounting is impossible (a worker that is not root, ``BENCH_WORKSPACE_FS=none``), the workspace is a plain
 folder and the environment counts its allocated blocks after every action instead (``Environment.over_limit``).

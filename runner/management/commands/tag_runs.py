@@ -14,7 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("--run", type=int, action="append", default=[], help="a run id (repeatable)")
 
     def handle(self, *args, **opts) -> None:
-        runs = Run.objects.filter(status__in=Run.TERMINAL)
+        runs = Run.objects.ended()
         if opts["run"]:
             runs = runs.filter(pk__in=opts["run"])
         count = tags = 0
