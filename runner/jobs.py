@@ -2,7 +2,7 @@
 that executes it (``tasks.py`` imports the engine; the engine's services only name its jobs).
 
 The database is the queue; the job queue (the broker) only wakes workers. Each queued run sends one
-``execute_run`` message, and a worker that receives one starts the queued run that was queued first (not
+``START_NEXT_RUN`` message, and a worker that receives one starts the queued run that was queued first (not
 necessarily the one the message names), so runs start in the order they were queued whatever order the broker
 delivers in, and a lost message delays the queue instead of stranding a run: the reaper compares the runs
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
@@ -35,7 +35,9 @@ from .models import Run
 
 log = logging.getLogger(__name__)
 
-EXECUTE_RUN = "runner.execute_run"
+#: The job that starts the next queued run of a kind (``tasks.start_next_run``). Its wire name is older than what
+#: it does and is kept, so messages waiting in a broker across an upgrade still find their job.
+START_NEXT_RUN = "runner.execute_run"
 REAP_RUNS = "runner.reap_runs"
 SCORE_STEP = "runner.score_step"
 SCORE_IMPORT = "runner.score_import"
@@ -113,7 +115,7 @@ def runs_send(run_ids: list[int]) -> None:
     try:
         for run_id in run_ids:
             kind = kinds.get(run_id, Run.Queue.RUNS)
-            signature(EXECUTE_RUN, args=[run_id], kwargs={"queue": kind}).apply_async(
+            signature(START_NEXT_RUN, args=[run_id], kwargs={"queue": kind}).apply_async(
                 queue=queue_name(kind), **run_job_time_limits()
             )
             sent.append(run_id)

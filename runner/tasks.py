@@ -11,11 +11,11 @@ from .execution.evaluation import step_score
 from .execution.reaper import runs_reap
 from .execution.workers import worker_stopping
 from .jobs import (
-    EXECUTE_RUN,
     JOB_GRACE_S,
     REAP_RUNS,
     SCORE_IMPORT,
     SCORE_STEP,
+    START_NEXT_RUN,
     QueueUnreachable,
     import_score_time_limit_s,
     runs_send,
@@ -34,11 +34,11 @@ log = logging.getLogger(__name__)
     bind=True,
     acks_late=True,
     ignore_result=True,
-    name=EXECUTE_RUN,
+    name=START_NEXT_RUN,
     soft_time_limit=settings.BENCH_RUN_JOB_TIME_LIMIT_S,
     time_limit=settings.BENCH_RUN_JOB_TIME_LIMIT_S + JOB_GRACE_S,
 )
-def execute_run(self, run_id: int, queue: str | None = None) -> None:
+def start_next_run(self, run_id: int, queue: str | None = None) -> None:
     """Execute the run of kind ``queue`` queued first: usually ``run_id``, which sent the message, unless an
     earlier run of its kind waits (runs start in the order they were queued). A message that finds no queued run
     does nothing. (A message without ``queue``, sent before runs had kinds, claims a run of any kind.)
