@@ -118,6 +118,17 @@ def read_metric(output: str) -> float | None:
 
 
 @dataclass
+class Best:
+    """The best version of the script so far: its source, its validation metric, how long a run of it took, and
+    what the last trial found (the next step's reflection)."""
+
+    source: str
+    score: float
+    duration: float
+    note: str
+
+
+@dataclass
 class Tuner:
     env: Env
     script: str = "train.py"
@@ -183,14 +194,40 @@ class Tuner:
         )
 
     def tune(self) -> None:
-        env = self.env
-        task = env.start.task
+        """Measure the baseline, search one hyperparameter at a time, leave the best version in place, submit."""
+        self.read_task()
+        source = self.read_source()
+        params = find_params(source)
+        names = ", ".join(f"{p.name}={p.value}" for p in params) or "none"
+        self.plan_done.append(f"found hyperparameters: {names}")
+        baseline, duration, output = self.run_script(
+            thought=f"Measure the baseline: run {self.script} unchanged and read its validation {self.metric}.",
+            reflection=f"{self.script} has these numeric hyperparameters: {names}.",
+            now="measure the baseline",
+            facts=f"The hyperparameters {names} are read from the script above (confirmed).",
+        )
+        if baseline is None:
+            self.give_up(output)
+            return
+        self.plan_done.append(f"baseline validation {self.metric} = {baseline:.4g}")
+        best = Best(source, baseline, duration, f"The baseline validation {self.metric} is {baseline:.4g}.")
+        for param in params:
+            while self.improve(param, best):
+                pass
+        if best.source != source:
+            self.restore(best)
+        self.submit(names=names, baseline=baseline, best=best)
+
+    def read_task(self) -> None:
+        """The script to tune and its metric (which way is better), from the task in the start message."""
+        task = self.env.start.task
         self.script = task.get("script") or "train.py"
         metric = task.get("metric", {})
         self.metric = metric.get("name", "score")
         self.higher_is_better = metric.get("higher_is_better", True) is not False
-        direction = "higher" if self.higher_is_better else "lower"
 
+    def read_source(self) -> str:
+        """List the workspace, then read the script."""
         listing = self.act(
             "List Files",
             {"dir_path": "."},
@@ -199,7 +236,7 @@ class Tuner:
             now="look at the files",
             facts="Nothing confirmed yet.",
         )
-        source = self.act(
+        return self.act(
             "Read File",
             {"file_name": self.script},
             thought=f"Read {self.script} to find what can be tuned.",
@@ -207,101 +244,98 @@ class Tuner:
             now=f"read {self.script}",
             facts="The file list is confirmed by the observation above.",
         ).text
-        params = find_params(source)
-        names = ", ".join(f"{p.name}={p.value}" for p in params) or "none"
-        self.plan_done.append(f"found hyperparameters: {names}")
-        best, duration, output = self.run_script(
-            thought=f"Measure the baseline: run {self.script} unchanged and read its validation {self.metric}.",
-            reflection=f"{self.script} has these numeric hyperparameters: {names}.",
-            now="measure the baseline",
-            facts=f"The hyperparameters {names} are read from the script above (confirmed).",
+
+    def give_up(self, output: str) -> None:
+        """Submit the starter script as it is: its output has no validation metric to compare."""
+        self.act(
+            "Final Answer",
+            {
+                "final_answer": f"{self.script} did not print a validation metric I could read, so I could not "
+                "tune it; the workspace is as the starter script left it."
+            },
+            thought="Without a validation metric there is nothing to compare; submit as is.",
+            reflection="The script's output has no line like 'validation <metric>: <number>'.",
+            now="submit",
+            facts=f"Output of the baseline run:\n{output[-500:]}",
         )
-        if best is None:
-            self.act(
-                "Final Answer",
-                {
-                    "final_answer": f"{self.script} did not print a validation metric I could read, so I could not "
-                    "tune it; the workspace is as the starter script left it."
-                },
-                thought="Without a validation metric there is nothing to compare; submit as is.",
-                reflection="The script's output has no line like 'validation <metric>: <number>'.",
-                now="submit",
-                facts=f"Output of the baseline run:\n{output[-500:]}",
+
+    def improve(self, param: Param, best: Best) -> bool:
+        """Try the candidate values of one hyperparameter in the best version until one improves it (True), the
+        candidates run out or the budget does (False). A value whose run would take too long is skipped."""
+        current = next(p for p in find_params(best.source) if p.start == param.start or p.name == param.name)
+        for value in candidates(current):
+            # Each trial costs two steps (write, run); keep two for the final rerun and the answer.
+            if self.steps_left() < 4 or self.time_left() < best.duration * 2.5 + 30:
+                return False
+            expected = best.duration * cost_factor(current, value)
+            if expected > max(60.0, self.time_left() / 4):
+                self.plan_done.append(f"{current.name} -> {value:g} skipped: it would take about {expected:.0f} s")
+                continue
+            if self.try_value(current, value, best):
+                return True
+        return False
+
+    def try_value(self, current: Param, value: float, best: Best) -> bool:
+        """Write the best version with one value changed and run it; keep it in ``best`` if it is better."""
+        trial = substitute(best.source, current, value)
+        change = f"{current.name} {current.value} -> {value:g}"
+        direction = "higher" if self.higher_is_better else "lower"
+        self.write(
+            trial,
+            thought=f"Try {change}; everything else as in the best version so far.",
+            reflection=best.note,
+            now=f"try {change}",
+        )
+        score, took, _ = self.run_script(
+            thought=f"Run the script with {change} and compare its validation {self.metric} "
+            f"({direction} is better) with the best so far, {best.score:.4g}.",
+            reflection=f"{self.script} now has {change}.",
+            now=f"measure {change}",
+            facts="No new result yet; this step runs the experiment.",
+        )
+        if score is not None and self.better(score, best.score):
+            best.note = (
+                f"With {change} the validation {self.metric} is {score:.4g}, better than {best.score:.4g}: keep it."
             )
-            return
-        baseline = best
-        self.plan_done.append(f"baseline validation {self.metric} = {baseline:.4g}")
-        best_source, last_note = source, f"The baseline validation {self.metric} is {baseline:.4g}."
-        for param in params:
-            improved = True
-            while improved:
-                improved = False
-                current = next(p for p in find_params(best_source) if p.start == param.start or p.name == param.name)
-                for value in candidates(current):
-                    # Each trial costs two steps (write, run); keep two for the final rerun and the answer.
-                    if self.steps_left() < 4 or self.time_left() < duration * 2.5 + 30:
-                        break
-                    expected = duration * cost_factor(current, value)
-                    if expected > max(60.0, self.time_left() / 4):
-                        self.plan_done.append(
-                            f"{current.name} -> {value:g} skipped: it would take about {expected:.0f} s"
-                        )
-                        continue
-                    trial = substitute(best_source, current, value)
-                    change = f"{current.name} {current.value} -> {value:g}"
-                    self.write(
-                        trial,
-                        thought=f"Try {change}; everything else as in the best version so far.",
-                        reflection=last_note,
-                        now=f"try {change}",
-                    )
-                    score, took, output = self.run_script(
-                        thought=f"Run the script with {change} and compare its validation {self.metric} "
-                        f"({direction} is better) with the best so far, {best:.4g}.",
-                        reflection=f"{self.script} now has {change}.",
-                        now=f"measure {change}",
-                        facts="No new result yet; this step runs the experiment.",
-                    )
-                    if score is not None and self.better(score, best):
-                        duration = took
-                        last_note = (
-                            f"With {change} the validation {self.metric} is {score:.4g}, better than "
-                            f"{best:.4g}: keep it."
-                        )
-                        self.plan_done.append(f"{change}: {score:.4g} (kept)")
-                        best, best_source, improved = score, trial, True
-                        break
-                    result = "no metric (the run failed)" if score is None else f"{score:.4g}"
-                    last_note = (
-                        f"With {change} the validation {self.metric} is {result}, not better than "
-                        f"{best:.4g}: go back to the best version."
-                    )
-                    self.plan_done.append(f"{change}: {result} (dropped)")
-        if best_source != source:
-            self.write(
-                best_source,
-                thought="Put the best version back in place.",
-                reflection=last_note,
-                now="restore the best version",
-            )
-            final, _, _ = self.run_script(
-                thought="Rerun the best version so submission.csv comes from it.",
-                reflection=f"The best version reached validation {self.metric} {best:.4g}.",
-                now="rerun the best version",
-                facts=f"Best validation {self.metric} {best:.4g}, measured earlier.",
-            )
-            best = final if final is not None else best
+            self.plan_done.append(f"{change}: {score:.4g} (kept)")
+            best.source, best.score, best.duration = trial, score, took
+            return True
+        result = "no metric (the run failed)" if score is None else f"{score:.4g}"
+        best.note = (
+            f"With {change} the validation {self.metric} is {result}, not better than "
+            f"{best.score:.4g}: go back to the best version."
+        )
+        self.plan_done.append(f"{change}: {result} (dropped)")
+        return False
+
+    def restore(self, best: Best) -> None:
+        """Put the best version back in place and rerun it, so that the submission comes from it."""
+        self.write(
+            best.source,
+            thought="Put the best version back in place.",
+            reflection=best.note,
+            now="restore the best version",
+        )
+        final, _, _ = self.run_script(
+            thought="Rerun the best version so submission.csv comes from it.",
+            reflection=f"The best version reached validation {self.metric} {best.score:.4g}.",
+            now="rerun the best version",
+            facts=f"Best validation {self.metric} {best.score:.4g}, measured earlier.",
+        )
+        best.score = final if final is not None else best.score
+
+    def submit(self, *, names: str, baseline: float, best: Best) -> None:
         self.act(
             "Final Answer",
             {
                 "final_answer": f"Tuned {self.script} by coordinate search over {names}. Validation {self.metric}: "
-                f"baseline {baseline:.4g}, final {best:.4g}. Changes kept: "
+                f"baseline {baseline:.4g}, final {best.score:.4g}. Changes kept: "
                 f"{'; '.join(d for d in self.plan_done if '(kept)' in d) or 'none'}."
             },
             thought="The search is over (or its budget is spent); submit the best version.",
-            reflection=last_note,
+            reflection=best.note,
             now="submit",
-            facts=f"Baseline {baseline:.4g} and final {best:.4g} validation {self.metric} were both measured by "
+            facts=f"Baseline {baseline:.4g} and final {best.score:.4g} validation {self.metric} were both measured by "
             "running the script (confirmed).",
         )
 

@@ -101,6 +101,13 @@ class RunRequestSerializer(serializers.Serializer):
         except RunRequestError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
+    @staticmethod
+    def batch_arguments(data: dict) -> dict:
+        """The validated request as ``services.batch_create`` and ``submission_create`` take it."""
+        fields = ("agent", "tasks", "repeats", "model", "fast_model", "edit_model")
+        limits = RunLimits(**{name: data.get(name) for name in RunLimits.NAMES})
+        return {name: data[name] for name in fields} | {"limits": limits}
+
     def validate_tasks(self, slugs: list[str]) -> list[Task]:
         tasks = {t.slug: t for t in Task.objects.select_related("current_version").filter(slug__in=slugs)}
         unknown = [s for s in slugs if s not in tasks]
@@ -174,16 +181,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         request_data.is_valid(raise_exception=True)
         data = request_data.validated_data
         try:
-            _, runs = batch_create(
-                agent=data["agent"],
-                tasks=data["tasks"],
-                repeats=data["repeats"],
-                model=data["model"],
-                fast_model=data["fast_model"],
-                edit_model=data["edit_model"],
-                limits=RunLimits(**{name: data.get(name) for name in RunLimits.NAMES}),
-                created_by=request.user,
-            )
+            _, runs = batch_create(**RunRequestSerializer.batch_arguments(data), created_by=request.user)
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except QueueUnreachable as exc:

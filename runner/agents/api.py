@@ -17,7 +17,7 @@ from bench.schema import errors
 
 from ..api import RunRequestSerializer, RunSerializer, queue_unreachable_answer
 from ..jobs import QueueUnreachable
-from ..models import Agent, Batch, RunLimits
+from ..models import Agent, Batch
 from ..selectors import agent_versions, agents_list, queue_positions_fill, submissions_list
 from ..services import RunRequestError, agent_resolve
 from ..throttles import AgentUploadThrottle, RunRequestThrottle
@@ -131,16 +131,7 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         asked.is_valid(raise_exception=True)
         data = asked.validated_data
         try:
-            batch, _ = submission_create(
-                submitter=request.user,
-                agent=data["agent"],
-                tasks=data["tasks"],
-                repeats=data["repeats"],
-                model=data["model"],
-                fast_model=data["fast_model"],
-                edit_model=data["edit_model"],
-                limits=RunLimits(**{name: data.get(name) for name in RunLimits.NAMES}),
-            )
+            batch, _ = submission_create(submitter=request.user, **RunRequestSerializer.batch_arguments(data))
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except QueueUnreachable as exc:

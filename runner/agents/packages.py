@@ -90,8 +90,14 @@ def agent_manifest_parse(text: str) -> dict:
         raise AgentPackageError(f"agent.toml: uses_llm is {_toml_type(data['uses_llm'])}; expected true or false")
     if not isinstance(data.get("config", {}), dict):
         raise AgentPackageError("agent.toml: [config] must be a table")
+    _config_check(data.get("config", {}))
+    return data
+
+
+def _config_check(config: dict) -> None:
+    """``[config]`` carries only what JSON can, and no key that would choose a model or an endpoint, at any depth."""
     chooses = []
-    for path, key, value in _config_walk(data.get("config", {}), "config"):
+    for path, key, value in _config_walk(config, "config"):
         if key is not None and MODEL_KEY_RE.search(key):
             chooses.append(path)
         if isinstance(value, datetime.date | datetime.time):
@@ -108,7 +114,6 @@ def agent_manifest_parse(text: str) -> dict:
             f"agent.toml: {', '.join(chooses)} would choose a model or an endpoint; a run uses only the "
             "models whoever starts it gives it (bench_run --model, --fast-model, --edit-model): remove the key"
         )
-    return data
 
 
 def _toml_type(value: object) -> str:
@@ -172,102 +177,146 @@ def agent_import(
     and ``smoke_test`` (the agent must answer a start message in its sandbox, ``runner.agents.smoke``, before
     anything is kept). ``description`` replaces agent.toml's."""
     unpacked = extracted(Path(source), expected="an agent folder with agent.toml", limits=agent_package_limits())
-    placed = False  # whether this import put the package folder in place (and so removes it if the row fails)
     try:
         with unpacked as root:
-            manifest_path = root / "agent.toml"
-            if not manifest_path.is_file():
-                raise AgentPackageError("not an agent package: agent.toml is missing")
-            try:
-                text = manifest_path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise AgentPackageError(
-                    f"agent.toml is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8"
-                ) from None
-            data = agent_manifest_parse(text)
-            if not _entrypoint_exists(root, data["entrypoint"]):
-                raise AgentPackageError(
-                    f"the entrypoint module {data['entrypoint']} is not in the package "
-                    f"(expected {data['entrypoint'].replace('.', '/')}.py)"
-                )
-            builtin = {spec["name"] for spec in BUILTIN_AGENTS}
-            if data["name"] in builtin or Agent.objects.filter(name=data["name"], kind=Agent.Kind.BUILTIN).exists():
-                raise AgentPackageError(
-                    f"the name {data['name']!r} belongs to a built-in agent; give the package a name of its own "
-                    f"(built in: {', '.join(sorted(builtin))})"
-                )
-            if only_own_names:
-                others = Agent.objects.filter(name=data["name"]).exclude(owner=owner) if owner else Agent.objects.none()
-                if owner is None or others.exists():
-                    raise AgentPackageError(
-                        f"the name {data['name']!r} belongs to another submitter's agent; only its owner can add "
-                        "versions: give the package a name of its own in agent.toml"
-                    )
+            data = _manifest_read(root)
+            _name_check(data, owner=owner, only_own_names=only_own_names)
             digest = package_digest(root)
-            version = data["version"]
-            existing = Agent.objects.filter(name=data["name"], version=version).first()
+            existing = Agent.objects.filter(name=data["name"], version=data["version"]).first()
             if existing is not None:
                 if existing.package_digest == digest:
                     return existing, False
-                raise AgentPackageError(
-                    f"{data['name']}@{version} already exists with other files; give the package a new version"
-                )
-            dest = Path(settings.BENCH_DATA_DIR) / "agent_packages" / digest
-            if not dest.exists():
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".tmp-"))
-                try:
-                    for rel, path in iter_files(root):
-                        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-                        shutil.copyfile(path, tmp / rel)
-                        (tmp / rel).chmod(0o644)
-                    for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
-                        folder.chmod(0o755)  # readable by the sandbox user the agent runs as
-                    if smoke_test:
-                        _smoke_test(tmp, data)
-                    try:
-                        tmp.rename(dest)
-                        placed = True
-                    except OSError:
-                        if not dest.is_dir():  # else: the same files, stored meanwhile by another upload
-                            raise
-                        shutil.rmtree(tmp, ignore_errors=True)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
-            elif smoke_test:
-                _smoke_test(dest, data)
+                raise _version_taken(data)
+            dest, placed = _package_place(root, data, digest=digest, smoke_test=smoke_test)
     except TaskPackageError as exc:
         raise AgentPackageError(str(exc)) from exc
+    return _agent_create(
+        data,
+        digest=digest,
+        dest=dest,
+        placed=placed,
+        owner=owner,
+        visibility=visibility,
+        description=data.get("description", "") if description is None else description,
+        smoke_tested=smoke_test,
+    )
+
+
+def _agent_create(
+    data: dict,
+    *,
+    digest: str,
+    dest: Path,
+    placed: bool,
+    owner: AbstractBaseUser | None,
+    visibility: str,
+    description: str,
+    smoke_tested: bool,
+) -> tuple[Agent, bool]:
+    """The agent's row for the package in ``dest``, and True; the agent another import wrote meanwhile with the same
+    name, version and files, and False. The folder this import placed goes when no row uses it."""
     try:
         with transaction.atomic():
             agent = Agent.objects.create(
                 name=data["name"],
-                version=version,
+                version=data["version"],
                 kind=Agent.Kind.PACKAGE,
                 entrypoint=data["entrypoint"],
                 package_digest=digest,
                 package_path=str(dest),
-                description=data.get("description", "") if description is None else description,
+                description=description,
                 uses_llm=data.get("uses_llm", False),
                 default_model=data.get("default_model", ""),
                 config=data.get("config", {}),
                 owner=owner,
                 visibility=visibility,
-                smoke_tested_at=timezone.now() if smoke_test else None,
+                smoke_tested_at=timezone.now() if smoke_tested else None,
             )
     except IntegrityError:  # the same name and version, written meanwhile by another import
-        existing = Agent.objects.get(name=data["name"], version=version)
+        existing = Agent.objects.get(name=data["name"], version=data["version"])
         if existing.package_digest != digest:
             _remove_unused(dest, digest, placed=placed)
-            raise AgentPackageError(
-                f"{data['name']}@{version} already exists with other files; give the package a new version"
-            ) from None
+            raise _version_taken(data) from None
         return existing, False
     except BaseException:
         _remove_unused(dest, digest, placed=placed)
         raise
     return agent, True
+
+
+def _manifest_read(root: Path) -> dict:
+    """The unpacked package's agent.toml, parsed and checked, its entrypoint module in the package."""
+    manifest_path = root / "agent.toml"
+    if not manifest_path.is_file():
+        raise AgentPackageError("not an agent package: agent.toml is missing")
+    try:
+        text = manifest_path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AgentPackageError(
+            f"agent.toml is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8"
+        ) from None
+    data = agent_manifest_parse(text)
+    if not _entrypoint_exists(root, data["entrypoint"]):
+        raise AgentPackageError(
+            f"the entrypoint module {data['entrypoint']} is not in the package "
+            f"(expected {data['entrypoint'].replace('.', '/')}.py)"
+        )
+    return data
+
+
+def _name_check(data: dict, *, owner: AbstractBaseUser | None, only_own_names: bool) -> None:
+    """Refuse a built-in agent's name, and with ``only_own_names`` a name with versions not ``owner``'s."""
+    builtin = {spec["name"] for spec in BUILTIN_AGENTS}
+    if data["name"] in builtin or Agent.objects.filter(name=data["name"], kind=Agent.Kind.BUILTIN).exists():
+        raise AgentPackageError(
+            f"the name {data['name']!r} belongs to a built-in agent; give the package a name of its own "
+            f"(built in: {', '.join(sorted(builtin))})"
+        )
+    if only_own_names:
+        others = Agent.objects.filter(name=data["name"]).exclude(owner=owner) if owner else Agent.objects.none()
+        if owner is None or others.exists():
+            raise AgentPackageError(
+                f"the name {data['name']!r} belongs to another submitter's agent; only its owner can add "
+                "versions: give the package a name of its own in agent.toml"
+            )
+
+
+def _version_taken(data: dict) -> AgentPackageError:
+    return AgentPackageError(
+        f"{data['name']}@{data['version']} already exists with other files; give the package a new version"
+    )
+
+
+def _package_place(root: Path, data: dict, *, digest: str, smoke_test: bool) -> tuple[Path, bool]:
+    """The package's folder in the data folder, named by its digest (smoke-tested first when asked); returns it and
+    whether this import put it in place (and so removes it if the agent's row is not written)."""
+    dest = Path(settings.BENCH_DATA_DIR) / "agent_packages" / digest
+    if dest.exists():
+        if smoke_test:
+            _smoke_test(dest, data)
+        return dest, False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".tmp-"))
+    try:
+        for rel, path in iter_files(root):
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, tmp / rel)
+            (tmp / rel).chmod(0o644)
+        for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+            folder.chmod(0o755)  # readable by the sandbox user the agent runs as
+        if smoke_test:
+            _smoke_test(tmp, data)
+        try:
+            tmp.rename(dest)
+            return dest, True
+        except OSError:
+            if not dest.is_dir():  # else: the same files, stored meanwhile by another upload
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+            return dest, False
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def agent_package_limits() -> PackageLimits:

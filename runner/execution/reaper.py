@@ -28,9 +28,9 @@ from ..jobs import (
 from ..models import Run
 from ..workspace.mounts import remove_tree
 from .evaluation import STEP_SCORE_SCRATCH
-from .session import attempt_scratch_remove
 from .validation import fail_validation_if_needed
 from .workers import workers_forget
+from .workspaces import attempt_scratch_remove
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
 """A run's life on a worker: claim it, prepare the task, lay out the workspace, hand over to the conversation
 with the agent, snapshot and evaluate the final workspace, and record the end.
 
-While it lives, the session ticks: it sends heartbeats (the reaper re-queues a run whose heartbeats stop),
-notices a cancel request, enforces the wall-time limit and publishes the live output of the running action.
+While it lives, the session ticks (``pulse``): it sends heartbeats (the reaper re-queues a run whose heartbeats
+stop), notices a cancel request, enforces the wall-time limit and publishes the live output of the running action.
+Its workspace is laid out as ``workspaces`` says, and its LLM-backed actions call the model ``action_llm`` picks.
 The database is the source of truth: every status change is a conditional UPDATE fenced by the attempt, and a
 session that finds it no longer owns its run stops without writing.
 """
@@ -14,7 +15,6 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -24,25 +24,21 @@ from django.utils import timezone
 
 from task_bank.models import TaskVersion
 
-from ..actions import ActionOutcome, EnvError, Environment
+from ..actions import ActionOutcome, Environment
 from ..actions.catalogue import FINAL_ANSWER
 from ..jobs import QueueUnreachable, run_enqueue
-from ..llm.gateway import LLMRequestError, complete
 from ..models import Run, Step
-from ..sandbox import Limits, SandboxError
-from ..sandbox.process import HeadTail
+from ..sandbox import SandboxError
 from ..text import db_text
 from ..workspace.fs import WalkLimitError
-from ..workspace.mounts import WorkspaceMountError, remove_tree, workspace_layout
+from ..workspace.mounts import WorkspaceMountError, remove_tree
 from ..workspace.snapshots import BlobStore, Manifest
-from . import stopping
+from .action_llm import action_complete
 from .conversation import Conversation
 from .endings import (
-    Cancelled,
     Ending,
     HandBack,
     LostOwnership,
-    OutOfTime,
     RunAborted,
     RunInterrupted,
     infrastructure_failure,
@@ -50,22 +46,17 @@ from .endings import (
 )
 from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
+from .pulse import RunPulse
 from .recording import run_finish, step_record
 from .sandboxes import get_sandbox
 from .validation import task_version_validate_queue
+from .workspaces import action_environment, attempt_workspace_lay_out, runs_dir
 
 log = logging.getLogger(__name__)
 
-LIVE_OUTPUT_BYTES = 8000
 #: How long a claim waits for queued runs that a writer (not a claimer) holds locked, and how often it looks.
 CLAIM_LOCKED_WAIT_S = 5.0
 CLAIM_LOCKED_POLL_S = 0.02
-
-
-def action_model(run: Run, purpose: str) -> str:
-    """The model an LLM-backed action uses: the run's edit model for edits, its fast model for the others."""
-    allowed = run.models_allowed
-    return allowed["edit" if purpose.startswith("edit") else "fast"] if allowed else ""
 
 
 def run_claim(run_id: int, *, worker: str = "") -> Run | None:
@@ -145,25 +136,6 @@ def run_execute_next(*, worker: str = "", queue: str | None = None) -> Run | Non
     return Run.objects.get(pk=run.pk)
 
 
-def runs_dir(run: Run) -> Path:
-    return Path(settings.BENCH_RUNS_DIR) / str(run.pk)
-
-
-def attempt_scratch_remove(run_dir: Path, *, below: int | None) -> list[Path]:
-    """Remove the workspace and evaluation folders of a run's attempts numbered below ``below`` (None: all of
-    them): what a dead worker left behind. An older attempt still running finds out it lost the run and writes
-    nothing."""
-    removed = []
-    for path in run_dir.glob("*-*"):
-        kind, _, rest = path.name.partition("-")
-        attempt = rest.partition("-")[0]
-        old = attempt.isdigit() and (below is None or int(attempt) < below)
-        if kind in ("workspace", "eval") and old and path.is_dir():
-            remove_tree(path)
-            removed.append(path)
-    return removed
-
-
 @dataclass
 class CurrentAction:
     """The action being carried out: a run that has to end in the middle of it still records it."""
@@ -174,80 +146,25 @@ class CurrentAction:
     started: datetime = field(default_factory=timezone.now)
 
 
-class RunSession:
+class RunSession(RunPulse):
+    """One attempt at a run on this worker, from its claim to its end; it ticks as ``RunPulse`` says, and serves
+    the conversation its steps (``conversation.Steps``)."""
+
     def __init__(self, run: Run, *, parent: RunSession | None = None) -> None:
-        self.run = run
-        self.parent = parent
+        super().__init__(run, parent=parent)
         self.version: TaskVersion = run.task_version
-        self.attempt = run.attempt
         self.store = BlobStore()
         self.dir = runs_dir(run)
         # Each attempt has its own folder: an old attempt that finds out late it lost the run removes only its own.
         self.workspace = self.dir / f"workspace-{self.attempt}"
-        started = run.started_at or timezone.now()
-        elapsed = (timezone.now() - started).total_seconds() - run.paused_seconds
-        self.deadline = time.monotonic() + max(run.max_time_s - elapsed, 0)
         self.step_index = run.steps_count
         self.current: CurrentAction | None = None
-        self.live = HeadTail(LIVE_OUTPUT_BYTES)
-        self.live_dirty = False
-        self._last_check = self._last_beat = self._last_live = 0.0
         self.sandbox = None
         self.conversation: Conversation | None = None
         self.environment: Environment | None = None
         self.snapshotter = None
 
-    # -- ticking: heartbeat, cancel, limits, live output ---------------------------------------------------
-    def beat(self) -> None:
-        """Tell the reaper this run's worker is alive (a run waiting for a nested validation run)."""
-        now = time.monotonic()
-        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S:
-            self._last_beat = now
-            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(heartbeat_at=timezone.now())
-        if self.parent is not None:
-            self.parent.beat()
-
-    def tick(self) -> None:
-        """Called often by everything that waits: raises LostOwnership or a RunInterrupted when the run must stop."""
-        now = time.monotonic()
-        if self.parent is not None:
-            self.parent.beat()
-        if stopping.requested.is_set():
-            raise HandBack()
-        if now - self._last_check >= 1.0:
-            self.check()
-        if now >= self.deadline:
-            raise OutOfTime()
-        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S or (self.live_dirty and now - self._last_live >= 2):
-            self._last_beat = self._last_live = now
-            fields = {"heartbeat_at": timezone.now()}
-            if self.live_dirty:
-                fields["live_output"] = db_text(self.live.text())
-                self.live_dirty = False
-            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(**fields)
-
-    def check(self) -> None:
-        """Is the run still this attempt's, and should it go on? (LostOwnership, Cancelled, HandBack)"""
-        self._last_check = time.monotonic()
-        fields = ("status", "attempt", "cancel_requested_at", "hand_back_requested_at")
-        row = Run.objects.filter(pk=self.run.pk).values(*fields).first()
-        if row is None or row["attempt"] != self.attempt or row["status"] not in Run.LIVE:
-            raise LostOwnership()
-        if row["cancel_requested_at"] is not None:
-            raise Cancelled()
-        if row["hand_back_requested_at"] is not None:
-            raise HandBack()
-
-    def show_live(self, what: str) -> None:
-        """Say what the run is doing (its page shows it while the run is live), its output starting afresh."""
-        self.live = HeadTail(LIVE_OUTPUT_BYTES)
-        self.live_dirty = False
-        Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(live_action=db_text(what), live_output="")
-
-    def on_output(self, stream: str, data: bytes) -> None:
-        self.live.write(data)
-        self.live_dirty = True
-
+    # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
         if not Run.objects.filter(pk=self.run.pk, status=source, attempt=self.attempt).update(
             status=target, heartbeat_at=timezone.now()
@@ -255,29 +172,11 @@ class RunSession:
             raise LostOwnership()
         self.run.status = target
 
-    # -- the whole run -------------------------------------------------------------------------------------
     def execute(self) -> None:
+        """Run the run to its end, whatever stops it: recorded as the run's ending, or handed back to the queue,
+        or left unwritten when the run is no longer this attempt's."""
         try:
-            self.sandbox = get_sandbox(self.run.sandbox or None, run_id=self.run.pk)
-            if self.run.purpose == Run.Purpose.BENCHMARK:
-                if self.version.status != TaskVersion.Status.READY:
-                    runs = self.version.validation_repeats
-                    self.show_live(f"validating the task first: its baseline is run and scored {runs} times")
-                self.ensure_validated()
-            self.show_live("preparing the task (its prepare.py runs once per task version; its output is below)")
-            prepared = task_version_prepare(
-                self.version, sandbox=self.sandbox, tick=self.tick, on_output=self.on_output
-            )
-            self.show_live("laying out the workspace")
-            self.layout(prepared)
-            self.transition(Run.Status.PREPARING, Run.Status.RUNNING)
-            self.show_live("")  # waiting for the agent's first action
-            ending, manifest = self.converse()
-            result = None
-            if ending.evaluate:
-                self.transition(Run.Status.RUNNING, Run.Status.EVALUATING)
-                result = self.evaluate(prepared, manifest)
-            self.finish(ending, result)
+            self.stages()
         except LostOwnership:
             log.warning("run %s: no longer ours (attempt %s); stopping without writing", self.run.pk, self.attempt)
         except HandBack:
@@ -305,11 +204,37 @@ class RunSession:
                 infrastructure_failure("internal error in the runner:\n" + traceback.format_exc()[-4000:]), None
             )
         finally:
-            if self.environment is not None:
-                self.environment.close()
-            if self.conversation is not None and self.conversation.channel is not None:
-                self.conversation.channel.close()
-            remove_tree(self.workspace)
+            self.release()
+
+    def stages(self) -> None:
+        """The run's way when nothing stops it: its task validated first (a benchmark run) and prepared, the
+        workspace laid out, the conversation, the evaluation of the final workspace, the end recorded."""
+        self.sandbox = get_sandbox(self.run.sandbox or None, run_id=self.run.pk)
+        if self.run.purpose == Run.Purpose.BENCHMARK:
+            if self.version.status != TaskVersion.Status.READY:
+                runs = self.version.validation_repeats
+                self.show_live(f"validating the task first: its baseline is run and scored {runs} times")
+            self.ensure_validated()
+        self.show_live("preparing the task (its prepare.py runs once per task version; its output is below)")
+        prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick, on_output=self.on_output)
+        self.show_live("laying out the workspace")
+        self.layout(prepared)
+        self.transition(Run.Status.PREPARING, Run.Status.RUNNING)
+        self.show_live("")  # waiting for the agent's first action
+        ending, manifest = self.converse()
+        result = None
+        if ending.evaluate:
+            self.transition(Run.Status.RUNNING, Run.Status.EVALUATING)
+            result = self.evaluate(prepared, manifest)
+        self.finish(ending, result)
+
+    def release(self) -> None:
+        """What the attempt holds on this worker goes: the environment, the agent's channel, the workspace."""
+        if self.environment is not None:
+            self.environment.close()
+        if self.conversation is not None and self.conversation.channel is not None:
+            self.conversation.channel.close()
+        remove_tree(self.workspace)
 
     def converse(self) -> tuple[Ending, Manifest]:
         """The conversation with the agent, and the final workspace it left. A run whose conversation ended in an
@@ -430,67 +355,37 @@ class RunSession:
             time.sleep(1.0)
 
     def layout(self, prepared: PreparedTask) -> None:
-        """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked."""
-        remove_tree(self.workspace)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        attempt_scratch_remove(self.dir, below=self.attempt)
-        last = Step.objects.filter(run=self.run).order_by("-index").values_list("snapshot", flat=True).first()
-        manifest = self.store.manifest_load(last) if last else prepared.env_manifest
-        self.snapshotter = workspace_layout(  # a sized filesystem where the worker can mount one
-            manifest,
-            self.workspace,
-            self.store,
-            read_only=set(prepared.read_only_files),
+        """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked; and the
+        environment its actions run in."""
+        self.snapshotter = attempt_workspace_lay_out(
+            run=self.run,
+            attempt=self.attempt,
+            workspace=self.workspace,
+            prepared=prepared,
+            store=self.store,
             sandbox=self.sandbox,
-            filesystem=settings.BENCH_WORKSPACE_FS,
-            limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
-            max_files=settings.BENCH_WORKSPACE_MAX_FILES,
         )
-        self.snapshotter.deltas_from(prepared.env_manifest_sha, prepared.env_manifest)  # a step stores its changes
-        if not self.run.initial_snapshot:
-            self.run.initial_snapshot = prepared.env_manifest_sha
-            Run.objects.filter(pk=self.run.pk).update(initial_snapshot=prepared.env_manifest_sha)
-        resources = self.version.resources or {}
-        cpus = float(resources.get("cpus", 1))
-        self.environment = Environment(
+        self.environment = action_environment(
+            version=self.version,
+            prepared=prepared,
             workspace=self.workspace,
             sandbox=self.sandbox,
-            read_only_patterns=list(self.version.read_only_patterns),
-            read_only_files=prepared.read_only_files,
-            limits=Limits(
-                memory_mb=int(resources.get("memory_mb", 4096)) * 2,
-                cpus=cpus,
-                gpus=int(resources.get("gpus", 0)),
-                cpu_seconds=settings.BENCH_ACTION_CPU_S or int(settings.BENCH_ACTION_TIMEOUT_S * max(cpus, 1)),
-            ),
-            action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
-            observation_limit=settings.BENCH_OBSERVATION_LIMIT,
             on_output=self.on_output,
             tick=self.tick,
-            python=self.sandbox.python,
-            cpus=int(cpus),
-            research_problem=self.version.research_problem,
             llm=self.action_llm if self.run.model else None,
-            workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
         )
 
     def action_llm(self, messages: list[dict], purpose: str, options: dict) -> str:
         """Completions for the LLM-backed actions, on the run's fast model (its edit model for the editing
         actions), counted to this run and step."""
-        model = action_model(self.run, purpose)
-        try:
-            result = complete(
-                run=self.run,
-                messages=messages,
-                model=model,
-                step_index=self.step_index,
-                purpose=purpose,
-                options=options,
-                tick=self.tick,
-            )
-        except LLMRequestError as exc:
-            raise EnvError(f"the LLM call failed: {exc}") from exc
-        return result.text
+        return action_complete(
+            run=self.run,
+            step_index=self.step_index,
+            messages=messages,
+            purpose=purpose,
+            options=options,
+            tick=self.tick,
+        )
 
     # -- acting and recording -------------------------------------------------------------------------------
     def act(self, message: dict) -> tuple[Step, ActionOutcome]:
@@ -521,8 +416,7 @@ class RunSession:
         )
         self.step_index += 1
         self.current = None
-        self.live = HeadTail(LIVE_OUTPUT_BYTES)
-        self.live_dirty = False
+        self.live_clear()
         return step
 
     def record_interrupted(self, reason: str) -> None:

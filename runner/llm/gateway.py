@@ -261,14 +261,13 @@ def complete(
     options = options_check(options or {})
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
-    if run is not None:
-        budget_check(run, endpoint, messages, int(options["max_tokens"]))
     max_tokens = int(options["max_tokens"])
+    if run is not None:
+        budget_check(run, endpoint, messages, max_tokens)
     timeout = call_timeout(endpoint, max_tokens)
     client = openai.OpenAI(base_url=endpoint.base_url, api_key=api_key_for(endpoint), timeout=timeout, max_retries=0)
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
     call = _Call(run=run, endpoint=endpoint, messages=messages, step_index=step_index, purpose=purpose)
-    errors: list[str] = []
     lease = _lease_acquire(endpoint, run, tick, timeout)
     try:
         for attempt in range(attempts):
@@ -277,35 +276,14 @@ def complete(
             except Exception as exc:  # noqa: BLE001 - classified right below, never swallowed
                 if not isinstance(exc, openai.OpenAIError | GarbageResponse | json.JSONDecodeError):
                     raise
-                errors.append(_describe(exc, endpoint, max_tokens))
-                if not _transient(exc):
-                    refused = isinstance(exc, openai.BadRequestError | openai.NotFoundError)
-                    error_class = LLMRequestError if refused else LLMInfrastructureError
-                    call.record(error="; ".join(errors))
-                    raise error_class(f"the model endpoint {endpoint.name} refused the call: {errors[-1]}") from exc
-                if attempt + 1 < attempts:
-                    delay = _retry_after(exc) or min(settings.BENCH_LLM_BACKOFF_S * 2**attempt, 30.0)
-                    _sleep(delay * (0.8 + 0.4 * random.random()), tick)
+                call.failed(exc, attempt=attempt, attempts=attempts, max_tokens=max_tokens, tick=tick)
                 continue
-            usage = getattr(response, "usage", None)
-            tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else estimate_tokens(messages)
-            tokens_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else len(text) // CHARS_PER_TOKEN
-            notes = [f"retried after: {'; '.join(errors)}"] if errors else []
-            if not usage:
-                notes.append("the endpoint reported no usage; tokens estimated from characters")
-            text, cut = stop_cut(text, options.get("stop"))
-            if cut:
-                notes.append(f"the endpoint left the stop sequence {cut!r} in its answer; the answer ends before it")
-            if run is not None:
-                notes.append(repeat_note(run, step_index, purpose, messages, options, text))
-            notes = [note for note in notes if note]
-            recorded = call.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
-            return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
+            return call.answered(response, text, options)
     finally:
         LLMLease.objects.filter(pk=lease.pk).delete()
-    call.record(error="; ".join(errors))
+    call.record(error="; ".join(call.errors))
     times = "once" if attempts == 1 else f"{attempts} times"
-    last = errors[-1] if errors else "no answer"
+    last = call.errors[-1] if call.errors else "no answer"
     raise LLMInfrastructureError(f"the model endpoint {endpoint.name} failed {times}: {last}")
 
 
@@ -355,6 +333,7 @@ class _Call:
     messages: list[dict]
     step_index: int
     purpose: str
+    errors: list[str] = field(default_factory=list)  # what each failed attempt got, in words
     started: float = field(default_factory=time.monotonic)
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
@@ -382,6 +361,39 @@ class _Call:
                 tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
             )
         return call
+
+    def failed(
+        self, exc: Exception, *, attempt: int, attempts: int, max_tokens: int, tick: Callable[[], None] | None
+    ) -> None:
+        """An attempt that failed: noted; raised as the LLMError it is when asking again cannot help, else waited
+        after (the endpoint's Retry-After, or a backoff with jitter) unless it was the last attempt."""
+        self.errors.append(_describe(exc, self.endpoint, max_tokens))
+        if not _transient(exc):
+            refused = isinstance(exc, openai.BadRequestError | openai.NotFoundError)
+            error_class = LLMRequestError if refused else LLMInfrastructureError
+            self.record(error="; ".join(self.errors))
+            raise error_class(f"the model endpoint {self.endpoint.name} refused the call: {self.errors[-1]}") from exc
+        if attempt + 1 < attempts:
+            delay = _retry_after(exc) or min(settings.BENCH_LLM_BACKOFF_S * 2**attempt, 30.0)
+            _sleep(delay * (0.8 + 0.4 * random.random()), tick)
+
+    def answered(self, response: object, text: str, options: dict) -> Completion:
+        """Record the answer with its tokens (estimated when the endpoint reports none) and notes on what it took:
+        retries, a stop sequence the endpoint left in (cut off here), an answer repeated at a temperature."""
+        usage = getattr(response, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else estimate_tokens(self.messages)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0) if usage else len(text) // CHARS_PER_TOKEN
+        notes = [f"retried after: {'; '.join(self.errors)}"] if self.errors else []
+        if not usage:
+            notes.append("the endpoint reported no usage; tokens estimated from characters")
+        text, cut = stop_cut(text, options.get("stop"))
+        if cut:
+            notes.append(f"the endpoint left the stop sequence {cut!r} in its answer; the answer ends before it")
+        if self.run is not None:
+            notes.append(repeat_note(self.run, self.step_index, self.purpose, self.messages, options, text))
+        notes = [note for note in notes if note]
+        recorded = self.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
+        return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
 
 
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:

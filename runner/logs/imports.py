@@ -163,6 +163,29 @@ def _folder_manifest(folder: Path, base: Manifest, store: BlobStore) -> Manifest
     return manifest
 
 
+def _snapshots_store(log: Log, prepared: PreparedTask, version: TaskVersion) -> tuple[list[str], str, Manifest]:
+    """The workspace after each step, stored as a run stores it (what differs from the task's manifest): each
+    step's snapshot (a step without its folder in the log keeps the one before), the final one and its manifest."""
+    store = BlobStore()
+    read_only = {p: entry for p, entry in prepared.env_manifest.items() if is_read_only(p, version.read_only_patterns)}
+    snapshots, last, manifest = [], prepared.env_manifest_sha, prepared.env_manifest
+    for index in range(len(log.steps)):
+        if index in log.step_dirs:
+            last, manifest = _snapshot_store(log.step_dirs[index], prepared, read_only, store)
+        snapshots.append(last)
+    if log.final_dir is not None:
+        last, manifest = _snapshot_store(log.final_dir, prepared, read_only, store)
+    return snapshots, last, manifest
+
+
+def _snapshot_store(
+    folder: Path, prepared: PreparedTask, read_only: Manifest, store: BlobStore
+) -> tuple[str, Manifest]:
+    """One step's folder stored as a snapshot: its sha and its manifest."""
+    manifest = _folder_manifest(folder, read_only, store)
+    return store.manifest_save(manifest, base_sha=prepared.env_manifest_sha, base=prepared.env_manifest), manifest
+
+
 def _score(prepared: PreparedTask, manifest: Manifest) -> EvalResult:
     """The final workspace's score with the task version's eval, in the sandbox; a timed task's measured paired
     with its starting workspace, as our own runs' are."""
@@ -250,26 +273,10 @@ def trace_import(
                 prepared = task_version_prepare(version)
             except TaskPreparationError as exc:
                 raise TraceImportError(f"task {version} could not be prepared to score the run: {exc}") from exc
-            store = BlobStore()
-            read_only = {
-                p: entry for p, entry in prepared.env_manifest.items() if is_read_only(p, version.read_only_patterns)
-            }
-            # Each snapshot stored as a run stores it: what differs from the task's manifest.
-            snapshots, last = [], prepared.env_manifest_sha
-            manifests = {last: prepared.env_manifest}
-            for index in range(len(log.steps)):
-                if index in log.step_dirs:
-                    manifest = _folder_manifest(log.step_dirs[index], read_only, store)
-                    last = store.manifest_save(manifest, base_sha=prepared.env_manifest_sha, base=prepared.env_manifest)
-                    manifests[last] = manifest
-                snapshots.append(last)
-            if log.final_dir is not None:
-                manifest = _folder_manifest(log.final_dir, read_only, store)
-                last = store.manifest_save(manifest, base_sha=prepared.env_manifest_sha, base=prepared.env_manifest)
-                manifests[last] = manifest
+            snapshots, last, final_manifest = _snapshots_store(log, prepared, version)
     except TaskPackageError as exc:
         raise TraceImportError(str(exc)) from exc
-    result = None if score_later else _score(prepared, manifests[last])
+    result = None if score_later else _score(prepared, final_manifest)
     return _run_record(
         log=log,
         version=version,
@@ -339,17 +346,9 @@ def _run_record(
 ) -> Run:
     """The run and its steps, in one transaction; with no ``result`` the run waits for its score, and the job that
     scores it is sent once the transaction commits."""
-    ending = _ending(log)
     timing = {s.get("index"): s for s in log.extras.get("steps", []) if isinstance(s, dict)}
     usage = log.extras.get("usage") if isinstance(log.extras.get("usage"), dict) else {}
-    first = log.steps[0].timestamp if log.steps else None
-    last = log.steps[-1].timestamp if log.steps else None
-    wall = log.overall_time if log.overall_time is not None else log_number(usage.get("wall_seconds"))
-    if first is not None:
-        recorded = log_number(timing.get(0, {}).get("started_at"))
-        start = recorded if recorded is not None else (last - wall if wall is not None else first)
-    else:
-        start = None
+    start, times = _run_times(log, timing, usage)
     final_answer = next((s for s in reversed(log.steps) if s.action == "Final Answer"), None)
     scored = _score_fields(version, result) if result is not None else {"score_pending_since": timezone.now()}
     run = Run.objects.create(
@@ -363,21 +362,43 @@ def _run_record(
         max_steps=max(version.max_steps, len(log.steps)),
         max_time_s=version.max_time_s,
         attempt=1,
-        started_at=_when(start) if start is not None else None,
-        finished_at=_when(max(last, start + (wall or 0))) if start is not None else None,
-        wall_seconds=wall or 0,
         steps_count=len(log.steps),
         final_answer=db_text(_final_answer(final_answer)),
         initial_snapshot=initial,
         final_snapshot=final,
-        tokens_in=int(log_number(usage.get("tokens_in")) or 0),
-        tokens_out=int(log_number(usage.get("tokens_out")) or 0),
-        cost=log_number(usage.get("cost")) or 0,
         cpu_seconds=log_number(usage.get("cpu_seconds")) or 0,
         peak_memory_mb=log_number(usage.get("peak_memory_mb")) or 0,
+        **_counts(usage),
+        **times,
         **scored,
-        **ending,
+        **_ending(log),
     )
+    Step.objects.bulk_create(_steps(run, log, snapshots=snapshots, timing=timing, start=start))
+    tags_auto(run)
+    if result is None:
+        import_score_enqueue(run.pk)
+    return run
+
+
+def _run_times(log: Log, timing: dict, usage: dict) -> tuple[float | None, dict]:
+    """When the run started (None for a log with no steps), and the run's fields of time: its start as this
+    platform recorded it, else its wall time before its last step ended, else when its first step ended."""
+    wall = log.overall_time if log.overall_time is not None else log_number(usage.get("wall_seconds"))
+    if not log.steps:
+        return None, {"started_at": None, "finished_at": None, "wall_seconds": wall or 0}
+    first, last = log.steps[0].timestamp, log.steps[-1].timestamp
+    recorded = log_number(timing.get(0, {}).get("started_at"))
+    start = recorded if recorded is not None else (last - wall if wall is not None else first)
+    return start, {
+        "started_at": _when(start),
+        "finished_at": _when(max(last, start + (wall or 0))),
+        "wall_seconds": wall or 0,
+    }
+
+
+def _steps(run: Run, log: Log, *, snapshots: list[str], timing: dict, start: float | None) -> list[Step]:
+    """The run's steps as the log has them, each started when this platform recorded it, else when the step before
+    it ended (the first: when the run started)."""
     steps, previous = [], start
     for index, (logged, snapshot) in enumerate(zip(log.steps, snapshots, strict=True)):
         recorded = timing.get(index, {})
@@ -394,19 +415,22 @@ def _run_record(
                 is_error=bool(recorded.get("is_error", logged.observation.startswith(ERROR_OBSERVATIONS))),
                 started_at=_when(began),
                 duration_s=max(logged.timestamp - began, 0.0),
-                tokens_in=int(log_number(recorded.get("tokens_in")) or 0),
-                tokens_out=int(log_number(recorded.get("tokens_out")) or 0),
-                cost=log_number(recorded.get("cost")) or 0,
                 snapshot=snapshot,
                 low_level=db_json(logged.low_level),
+                **_counts(recorded),
             )
         )
         previous = logged.timestamp
-    Step.objects.bulk_create(steps)
-    tags_auto(run)
-    if result is None:
-        import_score_enqueue(run.pk)
-    return run
+    return steps
+
+
+def _counts(recorded: dict) -> dict:
+    """Tokens and cost as the log recorded them, for the run or one step (0 for what it did not record)."""
+    return {
+        "tokens_in": int(log_number(recorded.get("tokens_in")) or 0),
+        "tokens_out": int(log_number(recorded.get("tokens_out")) or 0),
+        "cost": log_number(recorded.get("cost")) or 0,
+    }
 
 
 def _score_fields(version: TaskVersion, result: EvalResult) -> dict:

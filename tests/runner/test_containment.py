@@ -144,7 +144,7 @@ def test_a_run_started_without_a_model_makes_no_llm_call_at_all(tiny_task, endpo
 
 @pytest.mark.django_db
 def test_the_runs_starter_chooses_the_fast_and_edit_models(tiny_task, endpoint, paid):
-    from runner.execution.session import action_model
+    from runner.execution.action_llm import action_model
     from runner.services import RunRequestError
 
     run = run_create(task=tiny_task.task, agent=AgentFactory(), model="test-model", fast_model="paid", enqueue=False)

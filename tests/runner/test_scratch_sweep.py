@@ -7,7 +7,7 @@ import time
 import pytest
 
 from runner.execution.reaper import scratch_sweep
-from runner.execution.session import attempt_scratch_remove
+from runner.execution.workspaces import attempt_scratch_remove
 from runner.models import Run
 
 from ..factories import RunFactory

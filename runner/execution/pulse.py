@@ -1,0 +1,88 @@
+"""A live run's pulse on its worker (``RunSession`` has one): heartbeats (the reaper re-queues a run whose
+heartbeats stop), the checks that the run is still this attempt's and that nobody asked it to stop (a cancel, a
+hand-back), the wall-time limit, and the live output of the running action that the run's page shows.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..models import Run
+from ..sandbox.process import HeadTail
+from ..text import db_text
+from . import stopping
+from .endings import Cancelled, HandBack, LostOwnership, OutOfTime
+
+LIVE_OUTPUT_BYTES = 8000
+
+
+class RunPulse:
+    """The ticking of one attempt of a run: ``tick`` is called often by everything that waits."""
+
+    def __init__(self, run: Run, *, parent: RunPulse | None = None) -> None:
+        self.run = run
+        self.parent = parent  # the run waiting for this one (a benchmark run validating its task): it keeps beating
+        self.attempt = run.attempt
+        started = run.started_at or timezone.now()
+        elapsed = (timezone.now() - started).total_seconds() - run.paused_seconds
+        self.deadline = time.monotonic() + max(run.max_time_s - elapsed, 0)
+        self.live = HeadTail(LIVE_OUTPUT_BYTES)
+        self.live_dirty = False
+        self._last_check = self._last_beat = self._last_live = 0.0
+
+    def beat(self) -> None:
+        """Tell the reaper this run's worker is alive (a run waiting for a nested validation run)."""
+        now = time.monotonic()
+        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S:
+            self._last_beat = now
+            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(heartbeat_at=timezone.now())
+        if self.parent is not None:
+            self.parent.beat()
+
+    def tick(self) -> None:
+        """Called often by everything that waits: raises LostOwnership or a RunInterrupted when the run must stop."""
+        now = time.monotonic()
+        if self.parent is not None:
+            self.parent.beat()
+        if stopping.requested.is_set():
+            raise HandBack()
+        if now - self._last_check >= 1.0:
+            self.check()
+        if now >= self.deadline:
+            raise OutOfTime()
+        if now - self._last_beat >= settings.BENCH_HEARTBEAT_S or (self.live_dirty and now - self._last_live >= 2):
+            self._last_beat = self._last_live = now
+            fields = {"heartbeat_at": timezone.now()}
+            if self.live_dirty:
+                fields["live_output"] = db_text(self.live.text())
+                self.live_dirty = False
+            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(**fields)
+
+    def check(self) -> None:
+        """Is the run still this attempt's, and should it go on? (LostOwnership, Cancelled, HandBack)"""
+        self._last_check = time.monotonic()
+        fields = ("status", "attempt", "cancel_requested_at", "hand_back_requested_at")
+        row = Run.objects.filter(pk=self.run.pk).values(*fields).first()
+        if row is None or row["attempt"] != self.attempt or row["status"] not in Run.LIVE:
+            raise LostOwnership()
+        if row["cancel_requested_at"] is not None:
+            raise Cancelled()
+        if row["hand_back_requested_at"] is not None:
+            raise HandBack()
+
+    def show_live(self, what: str) -> None:
+        """Say what the run is doing (its page shows it while the run is live), its output starting afresh."""
+        self.live_clear()
+        Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(live_action=db_text(what), live_output="")
+
+    def live_clear(self) -> None:
+        """Start the live output afresh (for the next action), without telling the page yet."""
+        self.live = HeadTail(LIVE_OUTPUT_BYTES)
+        self.live_dirty = False
+
+    def on_output(self, stream: str, data: bytes) -> None:
+        self.live.write(data)
+        self.live_dirty = True
