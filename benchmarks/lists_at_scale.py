@@ -56,7 +56,7 @@ def populate(*, runs: int) -> None:
         failure = ""
         if status == "failed":
             failure = "infrastructure" if rng.random() < 0.2 else "agent"
-        ended = status in Run.TERMINAL
+        ended = status in Run.ENDED
         scored = status == "finished"
         improvement = rng.gauss(0.05, 0.2) if scored else None
         batch.append(

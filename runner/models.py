@@ -184,7 +184,7 @@ class Batch(models.Model):
             counts = self.runs.aggregate(
                 total=models.Count("pk"),
                 queued=models.Count("pk", filter=models.Q(status=Run.Status.QUEUED)),
-                ended=models.Count("pk", filter=models.Q(status__in=Run.TERMINAL)),
+                ended=models.Count("pk", filter=models.Q(status__in=Run.ENDED)),
             )
             self.runs_total, self.runs_queued, self.runs_ended = counts["total"], counts["queued"], counts["ended"]
         return self.state_of(runs=self.runs_total, queued=self.runs_queued, ended=self.runs_ended)
@@ -219,8 +219,8 @@ class RunQuerySet(models.QuerySet):
         return self.exclude(Run.VERIFIED)
 
     def ended(self) -> RunQuerySet:
-        """In one of the ``Run.TERMINAL`` statuses."""
-        return self.filter(status__in=Run.TERMINAL)
+        """In one of the ``Run.ENDED`` statuses."""
+        return self.filter(status__in=Run.ENDED)
 
     def live(self) -> RunQuerySet:
         """Not ended yet (``Run.LIVE``): queued, or on a worker."""
@@ -261,26 +261,28 @@ class Run(models.Model):
         VALIDATION = "validation", "Task validation"
 
     class Origin(models.TextChoices):
-        EXECUTED = "executed", "Verified (executed here)"
-        IMPORTED = "imported", "Self-reported (imported log)"
+        # Stored as "executed" and "imported", shown as what they mean to a reader.
+        VERIFIED = "executed", "Verified (executed here)"
+        SELF_REPORTED = "imported", "Self-reported (imported log)"
 
     #: A worker holds the run (and sends heartbeats): what the reaper watches.
     ON_WORKER = (Status.PREPARING, Status.RUNNING, Status.EVALUATING)
     #: Not ended yet: waiting for a worker or on one.
     LIVE = (Status.QUEUED, *ON_WORKER)
-    TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
+    #: Ended: the run will not change status again.
+    ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
     #: The statuses of an ended run that can say something about the agent (a cancelled run says nothing).
     RANKED = (Status.FINISHED, Status.FAILED, Status.TIMED_OUT)
     #: A trial: a benchmark run started afresh. Not a validation run (the task's baseline), not a fork (it goes on
     #: from another run's step: a re-run of that step, never one more trial).
     TRIAL = models.Q(purpose=Purpose.BENCHMARK, forked_from__isnull=True, fork_step__isnull=True)
     #: Ended by the platform's fault (a lost worker, the LLM endpoint down): says nothing about the agent.
-    INFRASTRUCTURE_FAILURE = models.Q(status__in=TERMINAL, failure_kind=FailureKind.INFRASTRUCTURE)
+    INFRASTRUCTURE_FAILURE = models.Q(status__in=ENDED, failure_kind=FailureKind.INFRASTRUCTURE)
     #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step, token or
     #: cost limit, or timed out). Every failure names its kind; one that did not would count against the agent.
     COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind=FailureKind.INFRASTRUCTURE)
     #: Executed and scored by the platform: what rankings count unless asked to include self-reported runs.
-    VERIFIED = models.Q(origin=Origin.EXECUTED)
+    VERIFIED = models.Q(origin=Origin.VERIFIED)
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")
@@ -299,7 +301,7 @@ class Run(models.Model):
     origin = models.CharField(
         max_length=16,
         choices=Origin.choices,
-        default=Origin.EXECUTED,
+        default=Origin.VERIFIED,
         help_text="Executed by the platform (verified), or imported from a log made elsewhere (self-reported: its "
         "steps are as the log says; only the final workspace was scored here).",
     )
@@ -437,12 +439,12 @@ class Run(models.Model):
         return self.wall_seconds
 
     @property
-    def is_finished(self) -> bool:
-        return self.status in self.TERMINAL
+    def has_ended(self) -> bool:
+        return self.status in self.ENDED
 
     @property
     def is_self_reported(self) -> bool:
-        return self.origin == self.Origin.IMPORTED
+        return self.origin == self.Origin.SELF_REPORTED
 
     @property
     def eval_error_summary(self) -> str:

@@ -494,7 +494,7 @@ def submissions_list(*, viewer: Viewer, approval: str | None = None) -> QuerySet
         .annotate(
             runs_total=Count("runs"),
             runs_queued=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
-            runs_ended=Count("runs", filter=Q(runs__status__in=Run.TERMINAL)),
+            runs_ended=Count("runs", filter=Q(runs__status__in=Run.ENDED)),
         )
         .order_by("-created_at", "-pk")
     )

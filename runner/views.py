@@ -110,7 +110,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "unknown_from": unknown_from,
-        "filters": filters | {"current": filters["versions"] == "current"},
+        "filters": filters,
         "filtered": any(v is not None for name, v in filters.items() if name != "versions")
         or filters["versions"] == "current",
         "statuses": Run.Status.choices,

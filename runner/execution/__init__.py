@@ -1,6 +1,8 @@
 """Executing a run: claim it, prepare the task, converse with the agent, record every step, evaluate, finish.
 
-- ``session``: the run's life on a worker (claim, heartbeat, cancel, limits, workspace, the end);
+- ``session``: the run's life on a worker (claim, stages, evaluation, the end); ``pulse``: its heartbeat, cancel,
+  hand-back, deadline and live output; ``workspaces``: an attempt's workspace and environment; ``action_llm``: the
+  model of the LLM-backed actions;
 - ``conversation``: the agent process and the protocol loop, one handler per message kind;
 - ``recording``: the writes (each step, the run's end), fenced by the run's attempt;
 - ``validation``: task validation runs (the measured baseline) and their queueing;

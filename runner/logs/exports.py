@@ -154,7 +154,7 @@ def trace_export(*, run: Run, out: Path) -> int:
         if final:
             manifest = manifests.get(final) or store.manifest_load(final)
             _write_files(archive, f"{env_log}/{FINAL_FILES}", _step_files(manifest, initial, patterns), store)
-        if run.is_finished:
+        if run.has_ended:
             _write(archive, f"{env_log}/{OVERALL_TIME}", str(run.wall_seconds).encode())
         if run.error and run.status != Run.Status.FINISHED:
             _write(archive, f"{env_log}/{ERROR_FILE}", run.error.encode())

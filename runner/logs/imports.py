@@ -8,7 +8,7 @@ steps), the workspace after each step (the step's files over the task's read-onl
 each), and the final workspace scored here with the task version's eval in the sandbox, as our own runs are:
 at once by ``import_trace``, by a worker's job for an upload (``import_score``: a timed task's paired scoring takes
 minutes, longer than a web request should), the run waiting for it meanwhile (``Run.score_pending_since``).
-Its steps are as the log says: the run is marked self-reported (``Run.Origin.IMPORTED``) and rankings leave it
+Its steps are as the log says: the run is marked self-reported (``Run.Origin.SELF_REPORTED``) and rankings leave it
 out unless asked.
 
 Everything is read and checked before anything is written; a bad log gets one ``TraceImportError`` naming what
@@ -214,7 +214,7 @@ def _ending(log: Log) -> dict:
     MLAgentBench's tables read a log (an error.txt, or no overall_time.txt, leaves the run out: an infrastructure
     failure here)."""
     status = log.extras.get("status")
-    if status in Run.TERMINAL:
+    if status in Run.ENDED:
         kind = log.extras.get("failure_kind") or ""
         return {
             "status": status,
@@ -356,7 +356,7 @@ def _run_record(
         task_version=version,
         agent=_agent(*agent_spec, owner),
         model=model[:200],
-        origin=Run.Origin.IMPORTED,
+        origin=Run.Origin.SELF_REPORTED,
         purpose=Run.Purpose.BENCHMARK,
         queue=Run.queue_for(version=version),
         max_steps=max(version.max_steps, len(log.steps)),

@@ -161,9 +161,9 @@ def test_the_cached_leaderboard_agrees_with_a_computation_from_scratch_after_eve
     RunFactory(task_version=new_version, agent=public, improvement=0.4, succeeded=True)
     _assert_agrees(people, "a run of the new version was written")
 
-    RunFactory(task_version=new_version, agent=public, origin=Run.Origin.IMPORTED, improvement=0.2, succeeded=True)
+    RunFactory(task_version=new_version, agent=public, origin=Run.Origin.SELF_REPORTED, improvement=0.2, succeeded=True)
     _assert_agrees(people, "a self-reported run was imported")
-    Run.objects.filter(pk=queued[2].pk).update(origin=Run.Origin.IMPORTED)
+    Run.objects.filter(pk=queued[2].pk).update(origin=Run.Origin.SELF_REPORTED)
     _assert_agrees(people, "a run became self-reported")
 
     Run.objects.filter(task_version=new_version).delete()

@@ -110,7 +110,7 @@ def test_a_log_becomes_a_self_reported_run_with_its_steps_snapshots_and_score(ti
 
     run = Run.objects.get()
     assert "self-reported" in capsys.readouterr().out
-    assert run.origin == Run.Origin.IMPORTED and run.is_self_reported
+    assert run.origin == Run.Origin.SELF_REPORTED and run.is_self_reported
     assert (run.agent.name, run.agent.kind, run.model) == ("their-agent", Agent.Kind.EXTERNAL, "gpt-x")
     assert (run.status, run.task_version, run.steps_count, run.wall_seconds) == ("finished", tiny_task, 3, 12.5)
     steps = list(Step.objects.filter(run=run).order_by("index"))
@@ -253,7 +253,7 @@ def test_an_executed_run_exported_and_imported_again_has_the_same_steps_and_snap
 
     again = trace_import(source=out)
 
-    assert again.origin == Run.Origin.IMPORTED and again.task_version == run.task_version
+    assert again.origin == Run.Origin.SELF_REPORTED and again.task_version == run.task_version
     assert (again.agent, again.status, again.final_score) == (run.agent, run.status, run.final_score)
     assert again.final_answer == run.final_answer == "done"
     _same_steps(run, again)

@@ -44,7 +44,7 @@ def test_a_log_uploaded_on_the_site_becomes_a_self_reported_run_of_a_new_agent_o
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     assert (run.origin, run.agent.name, run.model, run.steps_count, run.final_score) == (
-        Run.Origin.IMPORTED,
+        Run.Origin.SELF_REPORTED,
         "my-agent",
         "gpt-x",
         3,

@@ -110,7 +110,7 @@ class Command(BaseCommand):
         pending = {run.pk for run in runs}
         deadline = time.monotonic() + opts["timeout"] if opts["timeout"] else None
         while pending:
-            done = Run.objects.select_related("task", "agent").filter(pk__in=pending, status__in=Run.TERMINAL)
+            done = Run.objects.select_related("task", "agent").filter(pk__in=pending, status__in=Run.ENDED)
             for run in done:
                 self.emit(run_line(run, final=True))
                 pending.discard(run.pk)
