@@ -60,8 +60,9 @@ class Agent(models.Model):
 
 @dataclass(frozen=True)
 class RunLimits:
-    """The four limits of a run. As asked for, None means the task's own (steps, time) or no budget (tokens,
-    cost); ``for_version`` fills in the task's. A run's own limits are ``run.limits``."""
+    """The four limits of a run: its steps, its time, and its two budgets (tokens and cost: a run's model calls may
+    spend that much, no more). As asked for, None means the task's own (steps, time) or no budget (tokens, cost);
+    ``for_version`` fills in the task's. A run's own limits are ``run.limits``."""
 
     max_steps: int | None = None
     max_time_s: int | None = None
@@ -278,8 +279,9 @@ class Run(models.Model):
     TRIAL = models.Q(purpose=Purpose.BENCHMARK, forked_from__isnull=True, fork_step__isnull=True)
     #: Ended by the platform's fault (a lost worker, the LLM endpoint down): says nothing about the agent.
     INFRASTRUCTURE_FAILURE = models.Q(status__in=ENDED, failure_kind=FailureKind.INFRASTRUCTURE)
-    #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step, token or
-    #: cost limit, or timed out). Every failure names its kind; one that did not would count against the agent.
+    #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step limit, the
+    #: token or cost budget, or timed out). Every failure names its kind; one that did not would count against the
+    #: agent.
     COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind=FailureKind.INFRASTRUCTURE)
     #: Executed and scored by the platform: what rankings count unless asked to include self-reported runs.
     VERIFIED = models.Q(origin=Origin.VERIFIED)
@@ -590,7 +592,7 @@ class ModelEndpoint(models.Model):
     price_output_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     timeout_s = models.FloatField(
         default=120,
-        help_text="Seconds a call may take (plus the answer's token budget at output_tokens_per_s, when set).",
+        help_text="Seconds a call may take (plus the answer's max_tokens at output_tokens_per_s, when set).",
     )
     output_tokens_per_s = models.FloatField(
         null=True,

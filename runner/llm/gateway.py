@@ -125,7 +125,7 @@ def budget_check(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_to
 
 
 def call_timeout(endpoint: ModelEndpoint, max_tokens: int) -> float:
-    """How long one call may take: the endpoint's timeout_s, plus the answer's token budget at the slowest
+    """How long one call may take: the endpoint's timeout_s, plus the answer's max_tokens at the slowest
     generation speed to expect when the endpoint states one (a slow server gets the time a long answer needs)."""
     rate = endpoint.output_tokens_per_s
     return endpoint.timeout_s + (max_tokens / rate if rate and rate > 0 else 0.0)
@@ -137,7 +137,7 @@ def timeout_reason(endpoint: ModelEndpoint, max_tokens: int) -> str:
     if not endpoint.output_tokens_per_s or endpoint.output_tokens_per_s <= 0:
         return (
             f"no answer within the endpoint's timeout of {seconds:g} s for up to {max_tokens} tokens (timeout_s; "
-            "set output_tokens_per_s to size it to the answer's token budget, or ask for fewer tokens)"
+            "set output_tokens_per_s to size it to the answer's max_tokens, or ask for fewer tokens)"
         )
     return (
         f"no answer within {seconds:g} s: the endpoint's timeout_s of {endpoint.timeout_s:g} s plus {max_tokens} "

@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
             name="timeout_s",
             field=models.FloatField(
                 default=120,
-                help_text="Seconds a call may take (plus the answer's token budget at output_tokens_per_s, when set).",
+                help_text="Seconds a call may take (plus the answer's max_tokens at output_tokens_per_s, when set).",
             ),
         ),
     ]
