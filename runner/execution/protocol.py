@@ -15,6 +15,9 @@ from pathlib import Path
 from ..sandbox.process import HeadTail, is_running, kill_group, reap
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
+#: How deeply a message may nest lists and objects (a real one nests a few levels): what is stored and recorded
+#: of it is then never too deep for the code that reads it back.
+MAX_NESTING = 64
 MAX_PENDING_BYTES = 64 * 1024 * 1024  # written by the agent and not yet answered
 STDERR_LOG_LIMIT = 10 * 1024 * 1024
 
@@ -33,7 +36,23 @@ class BadMessage(Exception):
         self.line_preview = line_preview
 
 
+def nesting_depth(value: object) -> int:
+    """How deeply lists and objects nest in ``value`` (0 for a scalar), counted without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        todo.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def message_parse(line: bytes) -> dict:
+    """One protocol message from one line, or ``BadMessage`` saying what is wrong with it: whatever the agent
+    writes is the agent's, so nothing it writes may fail otherwise (a line nested deeper than the parser recurses
+    is a bad message, not a crash of the runner)."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
@@ -42,6 +61,10 @@ def message_parse(line: bytes) -> dict:
         message = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadMessage(f"the line is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise BadMessage(f"the line nests lists or objects deeper than {MAX_NESTING} levels") from None
+    if nesting_depth(message) > MAX_NESTING:
+        raise BadMessage(f"the line nests lists or objects deeper than {MAX_NESTING} levels")
     if not isinstance(message, dict):
         raise BadMessage(f"the line is JSON but not an object (got {type(message).__name__})")
     kind = message.get("type")

@@ -90,6 +90,26 @@ def test_a_line_too_long_to_be_a_message_is_one_error_and_the_run_goes_on(tiny_t
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_line_nested_too_deep_to_parse_is_the_agents_error_not_the_platforms(tiny_task):
+    """100,000 brackets make the JSON parser recurse past Python's limit: that is a bad line from the agent, not
+    an infrastructure failure that would take its run out of the rankings."""
+    from runner.execution.protocol import MAX_NESTING
+
+    deep_input = {"file_name": "train.py", "x": []}
+    for _ in range(MAX_NESTING):  # parses, but deeper than anything the runner stores should be
+        deep_input["x"] = [deep_input["x"]]
+    run = run_scripted(
+        tiny_task,
+        ["[" * 100_000 + "]" * 100_000, {"type": "act", "action": "Read File", "input": deep_input}, FINAL],
+    )
+
+    steps = list(Step.objects.filter(run=run))
+    assert [s.action for s in steps] == ["Invalid Message", "Invalid Message", "Final Answer"]
+    assert all(f"deeper than {MAX_NESTING} levels" in s.observation for s in steps[:2])
+    assert (run.status, run.failure_kind) == ("finished", "")
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_agent_that_never_reads_its_answers_cannot_hang_the_worker(tiny_task):
     read = {"type": "act", "action": "Read File", "input": {"file_name": "train.py"}}
     agent = AgentFactory(config={"script": [{"flood": 3000, "message": read}]})
