@@ -5,9 +5,13 @@ hand-back), the wall-time limit, and the live output of the running action that 
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from ..models import Run
@@ -32,6 +36,25 @@ class RunPulse:
         self.live = HeadTail(LIVE_OUTPUT_BYTES)
         self.live_dirty = False
         self._last_check = self._last_beat = self._last_live = 0.0
+
+    @contextmanager
+    def time_not_counted(self) -> Iterator[None]:
+        """Time spent in the block is not the run's (waiting for its task's validation): the time limit is suspended
+        meanwhile and moved on by as long, and ``Run.paused_seconds`` grows by it, so the run's wall time and a
+        resumed attempt's deadline leave it out too. Waiting is never charged."""
+        deadline, started = self.deadline, time.monotonic()
+        self.deadline = math.inf
+        try:
+            yield
+        finally:
+            spent = time.monotonic() - started
+            self.deadline = deadline + spent
+            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(paused_seconds=F("paused_seconds") + spent)
+
+    def time_limit_end(self) -> None:
+        """The run's time limit is over with the agent's work: what it left is evaluated on the evaluation's own
+        timeout, however the conversation ended (a timed-out run is scored too)."""
+        self.deadline = math.inf
 
     def beat(self) -> None:
         """Tell the reaper this run's worker is alive (a run waiting for a nested validation run)."""

@@ -214,7 +214,8 @@ class RunSession(RunPulse):
             if self.version.status != TaskVersion.Status.READY:
                 runs = self.version.validation_repeats
                 self.show_live(f"validating the task first: its baseline is run and scored {runs} times")
-            self.ensure_validated()
+            with self.time_not_counted():
+                self.ensure_validated()
         self.show_live("preparing the task (its prepare.py runs once per task version; its output is below)")
         prepared = task_version_prepare(self.version, sandbox=self.sandbox, tick=self.tick, on_output=self.on_output)
         self.show_live("laying out the workspace")
@@ -225,6 +226,7 @@ class RunSession(RunPulse):
         result = None
         if ending.evaluate:
             self.transition(Run.Status.RUNNING, Run.Status.EVALUATING)
+            self.time_limit_end()
             result = self.evaluate(prepared, manifest)
         self.finish(ending, result)
 

@@ -260,3 +260,57 @@ def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, bas
     assert queue.llen(celery_app.conf.task_default_queue) == 3
     assert all(run.sent_at is not None for run in Run.objects.all())
     assert runs_reap(resend_after_s=0)["resent"] == []  # sent once is enough: a worker claims it from the queue
+
+
+def _slow_task(tmp_path, *, train_sleep: float = 0, eval_sleep: float = 0):
+    """The tiny task with a starter script and an eval.py that take their time."""
+    from task_bank.services import task_import
+
+    from ..factories import TINY_FILES, package_write
+
+    files = dict(TINY_FILES)
+    files["env/train.py"] = f"import time\ntime.sleep({train_sleep})\n" + "open('value.txt', 'w').write('2.0')\n"
+    files["scripts/eval.py"] = (
+        "import os\nimport time\n\n\ndef get_score(submission_folder='../env'):\n"
+        f"    time.sleep({eval_sleep})\n"
+        "    with open(os.path.join(submission_folder, 'value.txt')) as fh:\n"
+        "        return float(fh.read())\n"
+    )
+    version, _ = task_import(root=package_write(tmp_path / "slow", files), slug="slow")
+    return version
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_timed_out_run_is_scored_however_long_its_evaluation_takes(tmp_path):
+    """The time limit is the agent's: the evaluation of what it left runs on its own timeout, not the expired
+    deadline (an evaluation longer than a tick was cut short and the run left unscored)."""
+    version = _slow_task(tmp_path, eval_sleep=3)
+    validate_now(version)
+    script = [
+        act("Write File", file_name="value.txt", content="6"),
+        act("Write File", file_name="slow.py", content="import time\ntime.sleep(60)\n"),
+        act("Execute Script", script_name="slow.py"),
+        FINAL,
+    ]
+    run = run_create(
+        task=version.task, agent=AgentFactory(config={"script": script}), enqueue=False, limits=RunLimits(max_time_s=4)
+    )
+    run = run_execute(run.pk)
+
+    assert run.status == "timed_out" and run.failure_kind == "limit"
+    assert run.final_score == 6.0 and run.eval_error == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_time_spent_waiting_for_the_tasks_validation_is_not_the_runs(tmp_path):
+    """A benchmark run of a version nobody validated waits for the round that measures its baseline: that wait is
+    the platform's, so it neither ends the run at its time limit nor counts in its time."""
+    version = _slow_task(tmp_path, train_sleep=2)  # three baseline runs: longer than the run's limit
+    run = run_create(
+        task=version.task, agent=AgentFactory(config={"script": [FINAL]}), enqueue=False, limits=RunLimits(max_time_s=5)
+    )
+    run = run_execute(run.pk)
+
+    assert run.task_version.status == "ready"
+    assert (run.status, run.failure_kind, run.error) == ("finished", "", "")
+    assert run.wall_seconds < 5
