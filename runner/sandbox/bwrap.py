@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .base import Limits, Mount, Sandbox, SandboxError, host_python_paths
+from .seccomp import filter_fd
 from .supervised import SupervisedSandbox
 
 # The read-only system: enough to run Python and its native libraries, nothing of the host's data.
@@ -44,8 +45,11 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         tmp_mb: int = 1024,
+        seccomp_fd: int | None = None,
     ) -> list[str]:
         cmd = [self.bwrap, "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]  # no keyring, no new namespaces (seccomp.py)
         if self.ids is not None:
             # As root: namespaces without a user namespace, then setpriv drops to the sandbox user with no
             # capabilities (below), so the code is an ordinary unprivileged process on the host.
@@ -53,8 +57,9 @@ class BwrapSandbox(Sandbox):
             if not network:
                 cmd.append("--unshare-net")
         else:
-            # As an unprivileged worker: a user namespace, with every capability dropped inside it.
-            cmd += ["--unshare-all", "--cap-drop", "ALL"]
+            # As an unprivileged worker: a user namespace, with every capability dropped inside it, and no
+            # further one inside it.
+            cmd += ["--unshare-all", "--disable-userns", "--cap-drop", "ALL"]
             if network:
                 cmd.append("--share-net")
         for path in SYSTEM_DIRS:
@@ -110,17 +115,23 @@ class BwrapSandbox(Sandbox):
     ) -> subprocess.Popen:
         full_env = self.environment(env, str(Path(self.python).parent))
         limits = limits or Limits()
-        cmd = self.command(argv, mounts=mounts, cwd=cwd, env=full_env, network=network, tmp_mb=limits.tmp_mb)
-        return self.start(
-            cmd,
-            limits=limits,
-            what="bubblewrap",
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            env={"PATH": "/usr/bin:/bin"},
-            pass_fds=tuple(pass_fds),
-        )
+        seccomp = filter_fd()
+        try:
+            cmd = self.command(
+                argv, mounts=mounts, cwd=cwd, env=full_env, network=network, tmp_mb=limits.tmp_mb, seccomp_fd=seccomp
+            )
+            return self.start(
+                cmd,
+                limits=limits,
+                what="bubblewrap",
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=(*pass_fds, seccomp),
+            )
+        finally:
+            os.close(seccomp)  # the child has its own copy
 
 
 def _is_bound(path: Path) -> bool:

@@ -65,6 +65,35 @@ print(os.path.exists("/proc/{os.getpid()}/environ"))
     assert "['1'" in outcome.observation  # only the sandbox's own processes
 
 
+KEYRING_AND_NAMESPACES = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+# add_key("user", "note", "secret", 6, KEY_SPEC_USER_KEYRING): a key the next run of this uid could read
+numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+key = libc.syscall(numbers[0], b"user", b"note", b"secret", 6, -4)
+print("add_key", key, errno.errorcode.get(ctypes.get_errno()))
+print("keyctl", libc.syscall(numbers[1], 0, -4, 0), errno.errorcode.get(ctypes.get_errno()))  # the user keyring's id
+print("unshare", libc.unshare(0x10000000), errno.errorcode.get(ctypes.get_errno()))  # CLONE_NEWUSER
+pid = os.fork()  # an ordinary child still works (clone without new namespaces)
+if pid == 0:
+    os._exit(7)
+print("fork", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_the_kernel_keyring_and_new_user_namespaces_are_refused(make_env):
+    """Keys belong to a uid, not a sandbox: one run's key would be the next run's to read. A user namespace made
+    inside the sandbox would be a sandbox of the code's own."""
+    outcome = run_script(make_env(), KEYRING_AND_NAMESPACES)
+    lines = dict(line.split(" ", 1) for line in outcome.observation.splitlines() if line.split(" ")[0] in
+                 ("add_key", "keyctl", "unshare", "fork"))  # fmt: skip
+    assert lines["add_key"].startswith("-1 E"), outcome.observation
+    assert lines["keyctl"].startswith("-1 E"), outcome.observation
+    assert lines["unshare"].startswith("-1 E"), outcome.observation
+    assert lines["fork"] == "7", outcome.observation
+
+
 @pytest.mark.parametrize("address", [("127.0.0.1", 5432), ("10.0.0.1", 80), ("8.8.8.8", 53)])
 def test_no_network(make_env, address):
     source = f"""
