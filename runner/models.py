@@ -256,6 +256,7 @@ class Run(models.Model):
         AGENT = "agent", "Agent"
         INFRASTRUCTURE = "infrastructure", "Infrastructure"
         LIMIT = "limit", "Limit"
+        TASK = "task", "Task"
 
     class Purpose(models.TextChoices):
         BENCHMARK = "benchmark", "Benchmark"
@@ -282,7 +283,7 @@ class Run(models.Model):
     #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step limit, the
     #: token or cost budget, or timed out). Every failure names its kind; one that did not would count against the
     #: agent.
-    COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind=FailureKind.INFRASTRUCTURE)
+    COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind__in=(FailureKind.INFRASTRUCTURE, FailureKind.TASK))
     #: Executed and scored by the platform: what rankings count unless asked to include self-reported runs.
     VERIFIED = models.Q(origin=Origin.VERIFIED)
 

@@ -73,5 +73,6 @@ def infrastructure_failure(error: str) -> Ending:
 
 
 def task_failure(error: str) -> Ending:
-    """The task's own code failed (its prepare.py) in the run that validates it: the version fails validation."""
-    return Ending(Run.Status.FAILED, Run.FailureKind.AGENT, error, evaluate=False)
+    """The task's own code failed (its prepare.py, or its validation): not the agent's doing, never ranked. In the
+    run that validates the task, the version fails validation."""
+    return Ending(Run.Status.FAILED, Run.FailureKind.TASK, error, evaluate=False)

@@ -188,10 +188,9 @@ class RunSession(RunPulse):
         except RunInterrupted as exc:
             self.finish(exc.ending(self.run), None)
         except TaskPreparationError as exc:
-            # prepare.py is the task's own script: in the run that validates the task, its failure is the task's
-            # (the version fails validation); in a benchmark run it is nobody's fault the agent could answer for.
-            validating = self.run.purpose == Run.Purpose.VALIDATION
-            self.finish(task_failure(str(exc)) if validating else infrastructure_failure(str(exc)), None)
+            # prepare.py is the task's own script: its failure is the task's (in the run that validates the task,
+            # the version fails validation), never the agent's nor the platform's.
+            self.finish(task_failure(str(exc)), None)
         except (SandboxError, WorkspaceMountError) as exc:
             self.finish(infrastructure_failure(str(exc)), None)
         except RunAborted as exc:
@@ -334,7 +333,7 @@ class RunSession(RunPulse):
                 )
             if version.status == TaskVersion.Status.FAILED:
                 raise RunAborted(
-                    infrastructure_failure(
+                    task_failure(
                         f"task {version.task.slug} v{version.number} failed validation:\n{version.validation_log}"
                     )
                 )

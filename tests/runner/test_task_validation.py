@@ -59,6 +59,28 @@ def test_a_crashing_starter_script_fails_validation_with_its_own_error_quoted(tm
     assert sorted(runs.values_list("status", flat=True)) == ["cancelled", "cancelled", "finished"]  # decided at once
 
 
+def test_a_failing_prepare_py_is_the_tasks_failure_never_the_agents_nor_the_platforms(tmp_path):
+    """prepare.py is the task's own code: its failure fails the version, and a benchmark run that needed the version
+    ends as the task's failure, which rankings do not count (it was the platform's, shown as an infrastructure
+    failure, and the validation runs' was the agent's)."""
+    from runner.services import run_create
+
+    from ..factories import AgentFactory
+
+    version = import_tiny(tmp_path, "broken", scripts__prepare_dot_py="raise SystemExit('no data here')\n")
+    run = run_create(task=version.task, agent=AgentFactory(config={"script": []}), enqueue=False)
+    run = run_execute(run.pk)
+
+    version.refresh_from_db()
+    assert version.status == "failed"
+    validation = Run.objects.filter(task_version=version, purpose="validation").exclude(status="cancelled")
+    assert {(r.status, r.failure_kind) for r in validation} == {("failed", "task")}
+    assert (run.status, run.failure_kind) == ("failed", "task")
+    assert "failed validation" in run.error
+    assert not Run.objects.trials().counted().filter(pk=run.pk).exists()
+    assert not Run.objects.trials().infrastructure_failures().filter(pk=run.pk).exists()
+
+
 def test_a_fallback_score_is_not_a_baseline(tmp_path):
     fallback = "def get_score(submission_folder='../env'):\n    return 1e10\n"
     version = import_tiny(tmp_path, "fallback", scripts__eval_dot_py=fallback)
