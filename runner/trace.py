@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.cache import cache
+from django.core.paginator import Page, Paginator
 from django.template.loader import get_template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -211,34 +212,6 @@ MAX_PAGE_DIFF_BYTES = 1_000_000  # all the diffs of one page of changes, togethe
 DIFF_LINE_MARKUP = 32  # what a diff line's colouring adds to the page (<span class="diff-add">...</span>)
 
 
-@dataclass
-class Page:
-    """One page of a long list: its items, its number (from 1), and whether more follow."""
-
-    items: list
-    number: int
-    total: int
-    per_page: int
-
-    @property
-    def has_next(self) -> bool:
-        return self.number * self.per_page < self.total
-
-    @property
-    def has_previous(self) -> bool:
-        return self.number > 1
-
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total // self.per_page))
-
-
-def _page(items: list, number: int, per_page: int) -> Page:
-    pages = max(1, -(-len(items) // per_page))
-    number = min(max(number, 1), pages)
-    return Page(items[(number - 1) * per_page : number * per_page], number, len(items), per_page)
-
-
 def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
     """One page of the files added, removed or changed by this step, with unified diffs of text files: at most
     CHANGES_PER_PAGE changes and MAX_PAGE_DIFF_BYTES of diffs (only that page's files are read). Paths show
@@ -250,10 +223,10 @@ def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
     diff = manifest_diff(before, after)
     kinds = [(p, "added") for p in diff["added"]] + [(p, "removed") for p in diff["removed"]]
     kinds += [(p, "changed") for p in diff["changed"]]
-    shown = _page(sorted(kinds), page, CHANGES_PER_PAGE)
+    shown = Paginator(sorted(kinds), CHANGES_PER_PAGE).get_page(page)
     budget = MAX_PAGE_DIFF_BYTES
     changes = []
-    for path, kind in shown.items:
+    for path, kind in shown.object_list:
         change = FileChange(fs.shown(path), kind)
         suffix = Path(path).suffix
         if kind != "removed" and suffix.lower() in TABLE_SUFFIXES:
@@ -285,15 +258,15 @@ def workspace_changes(run: Run, step: Step, *, page: int = 1) -> Page:
             shown_bytes = 0
         budget -= shown_bytes
         changes.append(change)
-    shown.items = changes
+    shown.object_list = changes
     return shown
 
 
 def workspace_files(step: Step, *, page: int = 1) -> Page:
     """One page of the files after the step (FILES_PER_PAGE of them), their names shown escaped if not UTF-8."""
     manifest = BlobStore().manifest_load(step.snapshot) if step.snapshot else {}
-    shown = _page(sorted(manifest), page, FILES_PER_PAGE)
-    shown.items = [{"path": fs.shown(path), "size": manifest[path][1]} for path in shown.items]
+    shown = Paginator(sorted(manifest), FILES_PER_PAGE).get_page(page)
+    shown.object_list = [{"path": fs.shown(path), "size": manifest[path][1]} for path in shown.object_list]
     return shown
 
 
