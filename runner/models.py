@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import builtins
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -15,6 +17,29 @@ def error_summary(text: str, limit: int = 300) -> str:
     """The last non-empty line of an error log (for a traceback: the exception and its message)."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[-1][:limit] if lines else ""
+
+
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+#: The exceptions named to anyone: Python's own. Another's name is code's choice, and could be made of hidden text.
+BUILTIN_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+
+
+def eval_error_public(text: str) -> str:
+    """What anyone may see of an evaluation's error: what failed, in the platform's words (the log's first line up
+    to the first quote or colon), and the type of the exception that ended it, never its message nor anything else
+    the evaluation printed: code of a submission that the evaluation ran can put hidden task files' text there.
+    Staff see the whole log."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    head = re.split(r"[:'\"(]", lines[0], maxsplit=1)[0].strip()[:120]
+    last = EXCEPTION_LINE.match(lines[-1]) if len(lines) > 1 else None
+    kind = last.group(1) if last else ""
+    if kind and kind not in BUILTIN_EXCEPTIONS:
+        kind = "an exception of its own"
+    return f"{head}: {kind}" if kind else head
 
 
 class Agent(models.Model):
@@ -452,7 +477,7 @@ class Run(models.Model):
     @property
     def eval_error_summary(self) -> str:
         """What the public sees of an evaluation error: its last line (the full log can quote hidden eval code)."""
-        return error_summary(self.eval_error)
+        return eval_error_public(self.eval_error)
 
     @property
     def tokens_total(self) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from ..actions.types import WORKSPACE
-from ..models import Run, Step, error_summary
+from ..models import Run, Step, eval_error_public
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
 from ..sandbox.identity import writable_for_sandbox
 from ..sandbox.process import run_process
@@ -236,7 +236,7 @@ def step_score(*, step_id: int) -> float | None:
     result = evaluate(prepared, manifest, sandbox=sandbox, scratch_prefix=f"{STEP_SCORE_SCRATCH}{step_id}-")
     for same in Step.objects.filter(run=step.run, snapshot=step.snapshot):
         same.score = result.score
-        same.detail = {**same.detail, "eval_error": error_summary(result.error)} if result.error else same.detail
+        same.detail = {**same.detail, "eval_error": eval_error_public(result.error)} if result.error else same.detail
         same.save(update_fields=["score", "detail"])
     version = step.run.task_version
     if result.score is not None and not version.timed:  # a timed score needs its paired baseline to mean anything
