@@ -59,7 +59,7 @@ class BwrapSandbox(Sandbox):
         else:
             # As an unprivileged worker: a user namespace, with every capability dropped inside it, and no
             # further one inside it.
-            cmd += ["--unshare-all", "--disable-userns", "--cap-drop", "ALL"]
+            cmd += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
             if network:
                 cmd.append("--share-net")
         for path in SYSTEM_DIRS:
