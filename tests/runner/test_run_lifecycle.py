@@ -175,22 +175,22 @@ def test_the_trace_exports_in_mlagentbench_shape(client, tiny_task):
     assert trace["task_description"] == tiny_task.research_problem
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_time_limit_ends_the_run_as_timed_out_and_the_workspace_is_still_scored(tiny_task):
-    validate_now(tiny_task)
+def run_out_of_time(version) -> Run:
+    """A run limited to 4 s whose agent writes 6 to value.txt, then runs a script that sleeps a minute."""
     script = [
         act("Write File", file_name="value.txt", content="6"),
         act("Write File", file_name="slow.py", content="import time\ntime.sleep(60)\n"),
         act("Execute Script", script_name="slow.py"),
         FINAL,
     ]
-    run = run_create(
-        task=tiny_task.task,
-        agent=AgentFactory(config={"script": script}),
-        enqueue=False,
-        limits=RunLimits(max_time_s=4),
-    )
-    run = run_execute(run.pk)
+    agent = AgentFactory(config={"script": script})
+    return run_execute(run_create(task=version.task, agent=agent, enqueue=False, limits=RunLimits(max_time_s=4)).pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_time_limit_ends_the_run_as_timed_out_and_the_workspace_is_still_scored(tiny_task):
+    validate_now(tiny_task)
+    run = run_out_of_time(tiny_task)
 
     assert run.status == "timed_out" and run.failure_kind == "limit"
     assert "time limit of 4 s" in run.error
@@ -286,16 +286,7 @@ def test_a_timed_out_run_is_scored_however_long_its_evaluation_takes(tmp_path):
     deadline (an evaluation longer than a tick was cut short and the run left unscored)."""
     version = _slow_task(tmp_path, eval_sleep=3)
     validate_now(version)
-    script = [
-        act("Write File", file_name="value.txt", content="6"),
-        act("Write File", file_name="slow.py", content="import time\ntime.sleep(60)\n"),
-        act("Execute Script", script_name="slow.py"),
-        FINAL,
-    ]
-    run = run_create(
-        task=version.task, agent=AgentFactory(config={"script": script}), enqueue=False, limits=RunLimits(max_time_s=4)
-    )
-    run = run_execute(run.pk)
+    run = run_out_of_time(version)
 
     assert run.status == "timed_out" and run.failure_kind == "limit"
     assert run.final_score == 6.0 and run.eval_error == ""
