@@ -16,6 +16,15 @@ MAX_LIMIT = 500
 MAX_OFFSET = 1_000_000_000  # far past any list here, far below PostgreSQL's bigint
 
 
+SHOWN = 40  # characters of a wrong value quoted back in an error
+
+
+def shown(value: object) -> str:
+    """A wrong value as an error quotes it: its repr, cut after SHOWN characters."""
+    text = str(value)
+    return repr(text if len(text) <= SHOWN else text[:SHOWN] + "...")
+
+
 def whole_number(params: Mapping[str, str], name: str, *, minimum: int, maximum: int, default: int | None):
     """The whole number in query parameter ``name`` (``default`` when absent), or ``ValueError`` naming the range
     when it is not a whole number within ``minimum..maximum``: the one integer parser of query strings, the
@@ -25,8 +34,7 @@ def whole_number(params: Mapping[str, str], name: str, *, minimum: int, maximum:
     text = params[name]
     digits = text.removeprefix("-") if minimum < 0 else text
     if not re.fullmatch(r"[0-9]{1,19}", digits) or not minimum <= int(text) <= maximum:
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise ValueError(f"expected a whole number from {minimum} to {maximum}, got {shown!r}")
+        raise ValueError(f"expected a whole number from {minimum} to {maximum}, got {shown(text)}")
     return int(text)
 
 

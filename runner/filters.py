@@ -16,18 +16,11 @@ from collections.abc import Mapping
 from django import forms
 from drf_spectacular.utils import OpenApiParameter
 
-from bench.pagination import MAX_ID, whole_number
+from bench.pagination import MAX_ID, shown, whole_number
 from task_bank.package import CATEGORIES
 
 from .models import ReviewTag, Run
 from .selectors import ORIGINS, RANKINGS
-
-SHOWN = 40  # characters of a wrong value quoted back
-
-
-def shown(value: object) -> str:
-    text = str(value)
-    return repr(text if len(text) <= SHOWN else text[:SHOWN] + "...")
 
 
 class Choice(forms.ChoiceField):
