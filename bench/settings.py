@@ -421,9 +421,6 @@ BENCH_WORKSPACE_ZIP_MAX_MB = env_int("BENCH_WORKSPACE_ZIP_MAX_MB", 2048)
 BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)
 # An imported log's trace.json is read whole: at most this many bytes (MLAgentBench's are a few MB).
 BENCH_TRACE_JSON_MAX_BYTES = env_int("BENCH_TRACE_JSON_MAX_BYTES", 64 * 1024**2)
-# Scoring an imported run of a timed task re-runs the uploaded script: each re-run may last this long (a log's
-# uploader is not approved as an agent is; MLAgentBench's timed scripts run in seconds).
-BENCH_IMPORT_RERUN_TIMEOUT_S = env_int("BENCH_IMPORT_RERUN_TIMEOUT_S", 300)
 BENCH_TASK_MAX_FILE_BYTES = env_int("BENCH_TASK_MAX_FILE_BYTES", 1024**3)
 BENCH_TASK_MAX_FILES = env_int("BENCH_TASK_MAX_FILES", 100_000)
 # An uploaded agent must answer its first message within this many seconds (runner/agents/smoke.py).

@@ -163,8 +163,8 @@ def import_score_enqueue(run_id: int) -> None:
 
 def import_score_send(run_id: int) -> None:
     """Send an imported run's scoring job now, to the queue of its kind of run (``Run.queue``), and record when
-    (``Run.sent_at``: an imported run is never queued). Not a short job: for a timed task it re-runs the uploaded
-    script, work the size of a run's, which must not hold up the reaper on the short queue."""
+    (``Run.sent_at``: an imported run is never queued). Not a short job: an evaluation may take as long as a run's,
+    which must not hold up the reaper on the short queue."""
     kind = Run.objects.filter(pk=run_id).values_list("queue", flat=True).first() or Run.Queue.RUNS
     job_send(SCORE_IMPORT, run_id, queue=queue_name(kind))
     Run.objects.filter(pk=run_id).update(sent_at=timezone.now())
@@ -181,9 +181,5 @@ def job_send(name: str, object_id: int, *, queue: str | None = None) -> None:
 
 def import_score_time_limit_s() -> int:
     """How long scoring an imported run may take (its job's soft time limit): the task's preparation (cached, usually
-    done), then one evaluation, or for a timed task ``BENCH_TIMED_ROUNDS`` rounds that each re-run (for at most
-    ``BENCH_IMPORT_RERUN_TIMEOUT_S``) and evaluate both the baseline and the final workspace."""
-    rerun = min(settings.BENCH_ACTION_TIMEOUT_S, settings.BENCH_IMPORT_RERUN_TIMEOUT_S)
-    per_workspace = rerun + settings.BENCH_EVAL_TIMEOUT_S
-    scoring = max(settings.BENCH_EVAL_TIMEOUT_S, 2 * settings.BENCH_TIMED_ROUNDS * per_workspace)
-    return settings.BENCH_PREPARE_TIMEOUT_S + scoring
+    done), then one evaluation of its files (an uploaded log's code is never run)."""
+    return settings.BENCH_PREPARE_TIMEOUT_S + settings.BENCH_EVAL_TIMEOUT_S

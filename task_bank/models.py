@@ -103,6 +103,11 @@ class TaskVersion(models.Model):
         return (self.validation_log or "").strip().split("\n", 1)[0][:500]
 
     @property
+    def serve_script(self) -> str:
+        """A served task's serve script (a read-only file of the workspace), else ""."""
+        return str((self.manifest or {}).get("serve", ""))
+
+    @property
     def is_ready(self) -> bool:
         return self.status == self.Status.READY
 

@@ -55,6 +55,8 @@ class TaskManifest:
     description: str = ""
     timed: bool = False
     validation_repeats: int = 3
+    #: A served task's serve script (a read-only file of env/): the submission answers eval.py's requests through it.
+    serve: str = ""
 
     @property
     def resources(self) -> dict:
@@ -119,7 +121,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         raise TaskPackageError(f"task.toml is not valid TOML: {exc}") from exc
     known = {
         "title", "category", "script", "license", "description", "metric", "limits", "resources", "prepare",
-        "reference_score", "validation",
+        "reference_score", "validation", "evaluation",
     }  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
@@ -129,12 +131,14 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
     resources = data.get("resources", {})
     prepare = data.get("prepare", {})
     validation = data.get("validation", {})
+    evaluation = data.get("evaluation", {})
     for name, table in (
         ("metric", metric),
         ("limits", limits),
         ("resources", resources),
         ("prepare", prepare),
         ("validation", validation),
+        ("evaluation", evaluation),
     ):
         if not isinstance(table, dict):
             raise TaskPackageError(f"task.toml: [{name}] must be a table")
@@ -163,8 +167,24 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         gpus=_as_number(resources.get("gpus", 0), "resources.gpus", int, at_least=0),
         prepare_needs_network=_as_bool(prepare.get("network", False), "prepare.network"),
         reference_score=None if reference is None else _as_number(reference, "reference_score"),
+        serve=_serve_parse(evaluation),
     )
 
+
+def _serve_parse(evaluation: dict) -> str:
+    unknown = sorted(set(evaluation) - {"serve"})
+    if unknown:
+        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [evaluation]; expected serve")
+    serve = evaluation.get("serve", "")
+    if not isinstance(serve, str) or (serve and not SERVE_NAME.fullmatch(serve)):
+        raise TaskPackageError(
+            f"task.toml: [evaluation] serve must name a Python file of env/ (letters, digits, '_', '-', '/'; "
+            f"ending in .py), got {serve!r}"
+        )
+    return serve
+
+
+SERVE_NAME = re.compile(r"(?:[A-Za-z0-9_-]+/)*[A-Za-z0-9_-]+\.py")
 
 TIMED_METRIC = re.compile(
     r"\b(seconds?|secs?|ms|milliseconds?|per second|latency|runtime|run time|wall time)\b|/\s*s\b"
@@ -186,20 +206,20 @@ def is_read_only(rel_path: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch("./" + rel, p) for p in patterns)
 
 
-def _defines_get_score(source: str) -> bool:
+def _defined_names(source: str) -> set[str]:
+    """The names eval.py defines (functions, assignments, imports), as far as reading it without running can tell."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise TaskPackageError(f"scripts/eval.py does not parse: {exc}") from exc
+    names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "get_score":
-            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
         if isinstance(node, ast.Assign | ast.ImportFrom):
-            names = [getattr(t, "id", None) for t in getattr(node, "targets", [])]
-            names += [a.asname or a.name for a in getattr(node, "names", [])]
-            if "get_score" in names:
-                return True
-    return False
+            names.update(getattr(t, "id", None) for t in getattr(node, "targets", []))
+            names.update(a.asname or a.name for a in getattr(node, "names", []))
+    return names
 
 
 def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
@@ -220,12 +240,6 @@ def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
         problems.append("scripts/eval.py defining get_score(submission_folder) -> float")
     if problems:
         raise TaskPackageError(f"{root.name}: not a task package; missing " + "; ".join(problems))
-    eval_source = (scripts / "eval.py").read_text(errors="replace")
-    if not _defines_get_score(eval_source):
-        raise TaskPackageError(
-            "scripts/eval.py does not define get_score(submission_folder); expected a function that "
-            "scores the submission folder and returns a number"
-        )
     manifest_path = root / "task.toml"
     default_title = root.name.replace("-", " ").replace("_", " ").strip().capitalize()
     manifest = (
@@ -238,6 +252,9 @@ def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
         raise TaskPackageError("scripts/research_problem.txt is empty; expected the task description")
     ro_path = scripts / "read_only_files.txt"
     patterns = read_only_patterns_parse(ro_path.read_text()) if ro_path.is_file() else []
+    _eval_check(_defined_names((scripts / "eval.py").read_text(errors="replace")), manifest.serve)
+    if manifest.serve:
+        _serve_check(manifest.serve, env, patterns)
     if slug is not None and not SLUG_RE.match(slug):
         raise TaskPackageError(
             f"the slug {slug!r} is not valid: expected lowercase letters, digits, '-' or '_', starting with a "
@@ -250,6 +267,33 @@ def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
         research_problem=research_problem,
         read_only_patterns=patterns,
     )
+
+
+def _eval_check(names: set[str], serve: str) -> None:
+    """eval.py defines what the platform calls: get_score, or for a served task make_requests and score_answers."""
+    if not serve and "get_score" not in names:
+        raise TaskPackageError(
+            "scripts/eval.py does not define get_score(submission_folder); expected a function that "
+            "scores the submission folder and returns a number"
+        )
+    missing = [name for name in ("make_requests", "score_answers") if serve and name not in names]
+    if missing:
+        raise TaskPackageError(
+            f"scripts/eval.py does not define {' or '.join(missing)}; a served task ([evaluation] serve) needs "
+            "make_requests(private_folder) -> list of bytes and "
+            "score_answers(answers, seconds, private_folder, submission_folder) -> number"
+        )
+
+
+def _serve_check(serve: str, env: Path, patterns: list[str]) -> None:
+    """The serve script is a file of env/ that the agent cannot change (a read-only file)."""
+    if not (env / serve).is_file():
+        raise TaskPackageError(f"task.toml: [evaluation] serve names env/{serve}, which is not in the package")
+    if not is_read_only(serve, patterns):
+        raise TaskPackageError(
+            f"task.toml: [evaluation] serve names {serve}, which is not read-only; list it in "
+            "scripts/read_only_files.txt so that it is the task's, whatever the agent writes"
+        )
 
 
 def iter_files(root: Path):

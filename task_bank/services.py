@@ -120,6 +120,7 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 "title": manifest.title,
                 "category": manifest.category,
                 "description": manifest.description,
+                **({"serve": manifest.serve} if manifest.serve else {}),
             },
         )
         task.title = manifest.title

@@ -174,11 +174,7 @@ class Environment:
         return folder_mounts(self.workspace, WORKSPACE, self.read_only_files)
 
     def sandbox_env(self) -> dict[str, str]:
-        threads = str(max(1, self.cpus))
-        env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
-        if not self.limits.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ""  # a task without GPUs does not see any the host has
-        return env
+        return script_env(cpus=self.cpus, gpus=self.limits.gpus)
 
     # -- execution -----------------------------------------------------------------------------------------
     def validate_input(self, spec: ActionSpec, action_input: object) -> dict:
@@ -274,3 +270,12 @@ def _short(args: dict) -> dict:
         k: (v[:2000] + f"... [{len(v)} characters]" if isinstance(v, str) and len(v) > 2000 else v)
         for k, v in args.items()
     }
+
+
+def script_env(*, cpus: int, gpus: int) -> dict[str, str]:
+    """The environment a workspace's script runs with: as many threads as the task has CPUs, and no GPU it lacks."""
+    threads = str(max(1, cpus))
+    env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a task without GPUs does not see any the host has
+    return env

@@ -7,6 +7,7 @@ import math
 import os
 import stat
 import statistics
+import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from ..actions.environment import script_env
 from ..actions.types import WORKSPACE
 from ..models import Run, Step, eval_error_public
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
@@ -23,12 +25,16 @@ from ..workspace.mounts import remove_tree
 from ..workspace.snapshots import BlobStore, Manifest, workspace_restore
 from .preparation import PreparedTask, task_version_prepare
 from .sandboxes import get_sandbox
+from .serving import serve_requests
+from .workspaces import script_limits
 
 # The harness (runner/harness/score.py) runs inside the sandbox: it imports scripts/eval.py as MLAgentBench
 # does, calls get_score on the submission and reports on a pipe (or a folder for backends that cannot pass one).
 HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 HARNESS_TARGET = "/opt/mlab/harness"
 RESULT_LIMIT = 65536
+#: The most requests a served task's eval.py may make in one evaluation.
+MAX_REQUESTS = 10_000
 
 
 @dataclass
@@ -84,61 +90,156 @@ def evaluate(
     scratch_prefix: str = "eval-",
 ) -> EvalResult:
     """Score a snapshot: restore it to a scratch folder (made in ``scratch_in``, by default the runs folder, named
-    ``scratch_prefix``...) and run get_score on it next to the hidden scripts (after running the starter script
-    afresh, for a timed task's ``rerun``)."""
+    ``scratch_prefix``...) and run get_score on its files next to the hidden scripts (after running the starter
+    script afresh in the workspace's sandbox, for a timed task's ``rerun``); for a served task, serve the
+    submission eval.py's requests in the workspace's sandbox and score its answers next to the hidden scripts.
+    No code of the workspace ever runs where the hidden scripts are."""
     parent = Path(scratch_in or settings.BENCH_RUNS_DIR)
     parent.mkdir(parents=True, exist_ok=True)  # an import scores before any run has made the runs folder
     scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix, dir=parent))
-    read_end = write_end = None
     try:
         env_dir = scratch / "env"
         read_only = set(prepared.read_only_files)
         workspace_restore(manifest, env_dir, BlobStore(), read_only=read_only, sandbox=sandbox)
         if rerun is not None and (failure := _rerun_script(rerun, env_dir, read_only, sandbox, tick)):
             return failure
-        mounts = [
-            Mount(HARNESS_DIR, HARNESS_TARGET),
-            Mount(prepared.scripts_dir, "/task/scripts"),
-            *folder_mounts(env_dir, "/task/env", read_only),
-        ]
-        memory = int(prepared.version.resources.get("memory_mb", 4096))
-        options = {}
-        if sandbox.passes_fds:
-            read_end, write_end = os.pipe()
-            channel, options["pass_fds"] = str(write_end), (write_end,)
-        else:
-            (scratch / "out").mkdir()
-            writable_for_sandbox(scratch / "out", sandbox.ids)
-            mounts.append(Mount(scratch / "out", "/task/out", writable=True))
-            channel = "/task/out"
-        proc = sandbox.popen(
-            [sandbox.python, f"{HARNESS_TARGET}/score.py", "/task/scripts", "/task/env", channel],
-            mounts=mounts,
-            cwd="/task/scripts",
-            # eval.py may need the task's GPUs as much as its scripts (scoring a model by running it).
-            limits=Limits(memory_mb=max(memory, 2048) * 2, gpus=int(prepared.version.resources.get("gpus", 0))),
-            **options,
+        room = _HiddenRoom(prepared, sandbox, scratch, tick)
+        if prepared.version.serve_script:
+            return _evaluate_served(prepared, room, env_dir, read_only, tick)
+        return room.score(
+            ["/task/scripts", "/task/env", room.CHANNEL], [*folder_mounts(env_dir, "/task/env", read_only)]
         )
-        if write_end is not None:
-            os.close(write_end)
-            write_end = None
-            os.set_blocking(read_end, False)
-        result = run_process(proc, timeout=settings.BENCH_EVAL_TIMEOUT_S, keep_bytes=8000, tick=tick)
-        log = (result.stdout + result.stderr).strip()
-        if result.timed_out:
-            return EvalResult(None, f"eval.py did not finish within {settings.BENCH_EVAL_TIMEOUT_S} s", log, 0)
-        data = _read_result(read_end, scratch / "out" / "result.json")
-        if not data:
-            return EvalResult(
-                None, f"the evaluation process exited with code {result.exit_code} before scoring", log, 0
-            )
-        score, error = result_parse(data)
-        return EvalResult(score, error, log, result.duration_s)
     finally:
-        for fd in (read_end, write_end):
-            if fd is not None:
-                os.close(fd)
         remove_tree(scratch)
+
+
+class _HiddenRoom:
+    """Runs the harness beside the task's hidden scripts: on the workspace's files as data, never its code."""
+
+    CHANNEL = "{channel}"
+
+    def __init__(self, prepared: PreparedTask, sandbox: Sandbox, scratch: Path, tick: Callable[[], None] | None):
+        self.prepared, self.sandbox, self.scratch, self.tick = prepared, sandbox, scratch, tick
+
+    def score(self, args: list[str], mounts: list[Mount]) -> EvalResult:
+        """Run score.py with ``args`` (CHANNEL: where it reports) and the extra ``mounts``; its result."""
+        result, data = self.harness(args, mounts)
+        if isinstance(result, EvalResult):
+            return result
+        score, error = result_parse(data)
+        return EvalResult(score, error, result.log, result.duration_s)
+
+    def harness(self, args: list[str], mounts: list[Mount]) -> tuple[EvalResult | _Ran, bytes]:
+        read_end = write_end = None
+        out = self.scratch / f"out-{args[0].strip('-') if args[0].startswith('--') else 'score'}"
+        mounts = [Mount(HARNESS_DIR, HARNESS_TARGET), Mount(self.prepared.scripts_dir, "/task/scripts"), *mounts]
+        version = self.prepared.version
+        memory = int(version.resources.get("memory_mb", 4096))
+        options = {}
+        try:
+            if self.sandbox.passes_fds:
+                read_end, write_end = os.pipe()
+                channel, options["pass_fds"] = str(write_end), (write_end,)
+            else:
+                out.mkdir()
+                writable_for_sandbox(out, self.sandbox.ids)
+                mounts.append(Mount(out, "/task/out", writable=True))
+                channel = "/task/out"
+            proc = self.sandbox.popen(
+                [
+                    self.sandbox.python,
+                    f"{HARNESS_TARGET}/score.py",
+                    *(channel if a == self.CHANNEL else a for a in args),
+                ],
+                mounts=mounts,
+                cwd="/task/scripts",
+                # eval.py may need the task's GPUs as much as its scripts (scoring a model by running it).
+                limits=Limits(memory_mb=max(memory, 2048) * 2, gpus=int(version.resources.get("gpus", 0))),
+                **options,
+            )
+            if write_end is not None:
+                os.close(write_end)
+                write_end = None
+                os.set_blocking(read_end, False)
+            result = run_process(proc, timeout=settings.BENCH_EVAL_TIMEOUT_S, keep_bytes=8000, tick=self.tick)
+            log = (result.stdout + result.stderr).strip()
+            if result.timed_out:
+                return EvalResult(None, f"eval.py did not finish within {settings.BENCH_EVAL_TIMEOUT_S} s", log, 0), b""
+            data = _read_result(read_end, out / "result.json")
+            if not data:
+                error = f"the evaluation process exited with code {result.exit_code} before scoring"
+                return EvalResult(None, error, log, 0), b""
+            return _Ran(log, result.duration_s), data
+        finally:
+            for fd in (read_end, write_end):
+                if fd is not None:
+                    os.close(fd)
+
+    def folder(self, name: str) -> Path:
+        path = self.scratch / name
+        path.mkdir()
+        writable_for_sandbox(path, self.sandbox.ids)
+        return path
+
+
+@dataclass
+class _Ran:
+    log: str
+    duration_s: float
+
+
+def _evaluate_served(
+    prepared: PreparedTask, room: _HiddenRoom, env_dir: Path, read_only: set[str], tick: Callable[[], None] | None
+) -> EvalResult:
+    """A served task's three steps: eval.py's requests (beside the hidden scripts, without the workspace), the
+    submission's answers (in the workspace's sandbox, without the hidden scripts), eval.py's score of them."""
+    private, requests = room.folder("private"), room.folder("requests")
+    made, data = room.harness(
+        ["--requests", "/task/scripts", "/task/private", "/task/requests", room.CHANNEL],
+        [Mount(private, "/task/private", writable=True), Mount(requests, "/task/requests", writable=True)],
+    )
+    if isinstance(made, EvalResult):
+        return made
+    count, error = _requests_parse(data)
+    if error:
+        return EvalResult(None, error, made.log, 0)
+    answers = room.scratch / "answers"
+    answers.mkdir()
+    version = prepared.version
+    limits = script_limits(version)
+    proc = room.sandbox.popen(
+        [room.sandbox.python, f"{HARNESS_TARGET}/serve.py", f"{WORKSPACE}/{version.serve_script}"],
+        mounts=[Mount(HARNESS_DIR, HARNESS_TARGET), *folder_mounts(env_dir, WORKSPACE, sorted(read_only))],
+        cwd=WORKSPACE,
+        env=script_env(cpus=int(limits.cpus or 1), gpus=limits.gpus),
+        limits=limits,
+        stdin=subprocess.PIPE,
+    )
+    served = serve_requests(proc, requests, count, answers, timeout_s=settings.BENCH_ACTION_TIMEOUT_S, tick=tick)
+    if served.error:
+        return EvalResult(None, served.error, served.log, 0)
+    result = room.score(
+        ["--answers", "/task/scripts", "/task/env", "/task/private", "/task/answers", room.CHANNEL],
+        [
+            *folder_mounts(env_dir, "/task/env", read_only),
+            Mount(private, "/task/private"),
+            Mount(answers, "/task/answers"),
+        ],
+    )
+    result.duration_s = sum(served.seconds)
+    return result
+
+
+def _requests_parse(data: bytes) -> tuple[int, str]:
+    """The count of requests make_requests gave, or the error it reported."""
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return 0, "the evaluation did not report its requests"
+    count = parsed.get("requests") if isinstance(parsed, dict) else None
+    if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= MAX_REQUESTS:
+        return count, ""
+    return 0, str(parsed.get("error") if isinstance(parsed, dict) else "")[:8000] or "no requests were made"
 
 
 def _rerun_script(
@@ -169,7 +270,7 @@ def evaluate_paired(
     manifest: Manifest,
     *,
     sandbox: Sandbox,
-    rerun: Rerun,
+    rerun: Rerun | None,
     rounds: int,
     tick: Callable[[], None] | None = None,
     scratch_in: Path | None = None,

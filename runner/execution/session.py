@@ -297,12 +297,17 @@ class RunSession(RunPulse):
         scratch = {"scratch_in": self.dir, "scratch_prefix": f"eval-{self.attempt}-"}
         if not self.version.timed or self.run.purpose == Run.Purpose.VALIDATION:
             return evaluate(prepared, manifest, sandbox=self.sandbox, tick=self.tick, **scratch)
-        rerun = Rerun(
-            script=self.version.script_name,
-            outputs=tuple(self.version.script_outputs),
-            limits=self.environment.limits,
-            timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
-            env=self.environment.sandbox_env(),
+        # A served task times its requests itself; another timed task's starter script is run afresh to be timed.
+        rerun = (
+            None
+            if self.version.serve_script
+            else Rerun(
+                script=self.version.script_name,
+                outputs=tuple(self.version.script_outputs),
+                limits=self.environment.limits,
+                timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+                env=self.environment.sandbox_env(),
+            )
         )
         return evaluate_paired(
             prepared,

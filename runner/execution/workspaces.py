@@ -69,6 +69,19 @@ def attempt_workspace_lay_out(
     return snapshotter
 
 
+def script_limits(version: TaskVersion) -> Limits:
+    """What a script of the workspace may use: the task's resources (memory doubled, as headroom for the
+    interpreter), and CPU time for an action's whole timeout on every CPU."""
+    resources = version.resources or {}
+    cpus = float(resources.get("cpus", 1))
+    return Limits(
+        memory_mb=int(resources.get("memory_mb", 4096)) * 2,
+        cpus=cpus,
+        gpus=int(resources.get("gpus", 0)),
+        cpu_seconds=settings.BENCH_ACTION_CPU_S or int(settings.BENCH_ACTION_TIMEOUT_S * max(cpus, 1)),
+    )
+
+
 def action_environment(
     *,
     version: TaskVersion,
@@ -80,25 +93,19 @@ def action_environment(
     llm: Callable[[list[dict], str, dict], str] | None,
 ) -> Environment:
     """The environment the attempt's actions run in: its workspace, the task's read-only files and resources."""
-    resources = version.resources or {}
-    cpus = float(resources.get("cpus", 1))
+    limits = script_limits(version)
     return Environment(
         workspace=workspace,
         sandbox=sandbox,
         read_only_patterns=list(version.read_only_patterns),
         read_only_files=prepared.read_only_files,
-        limits=Limits(
-            memory_mb=int(resources.get("memory_mb", 4096)) * 2,
-            cpus=cpus,
-            gpus=int(resources.get("gpus", 0)),
-            cpu_seconds=settings.BENCH_ACTION_CPU_S or int(settings.BENCH_ACTION_TIMEOUT_S * max(cpus, 1)),
-        ),
+        limits=limits,
         action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
         observation_limit=settings.BENCH_OBSERVATION_LIMIT,
         on_output=on_output,
         tick=tick,
         python=sandbox.python,
-        cpus=int(cpus),
+        cpus=int(limits.cpus),
         research_problem=version.research_problem,
         llm=llm,
         workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,

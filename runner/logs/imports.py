@@ -32,13 +32,12 @@ from task_bank.archive import extracted, upload_saved
 from task_bank.models import Task, TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
-from ..execution.evaluation import EvalResult, Rerun, evaluate, evaluate_paired
+from ..execution.evaluation import EvalResult, evaluate
 from ..execution.preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from ..execution.sandboxes import get_sandbox
 from ..jobs import import_score_enqueue
 from ..models import Agent, Run, Step
 from ..review import tags_auto
-from ..sandbox import Limits
 from ..text import db_json, db_text
 from ..workspace.snapshots import BlobStore, Manifest
 from .exports import OVERALL_TIME
@@ -186,27 +185,20 @@ def _snapshot_store(
     return store.manifest_save(manifest, base_sha=prepared.env_manifest_sha, base=prepared.env_manifest), manifest
 
 
+#: Why an imported run of a task whose score runs the workspace's code has no score.
+NOT_RUN = (
+    "not scored: this task's score is measured by running the workspace's code, and code from an uploaded log is "
+    "never run; submit the agent to have its runs executed and scored here"
+)
+
+
 def _score(prepared: PreparedTask, manifest: Manifest) -> EvalResult:
-    """The final workspace's score with the task version's eval, in the sandbox; a timed task's measured paired
-    with its starting workspace, as our own runs' are."""
-    sandbox = get_sandbox()
+    """The final workspace's score with the task version's eval, on its files as data, in the sandbox. A timed or
+    served task's score needs the workspace's code run: an uploaded log's is not, and the run has no score."""
     version = prepared.version
-    if not version.timed:
-        return evaluate(prepared, manifest, sandbox=sandbox, scratch_prefix="eval-import-")
-    rerun = Rerun(
-        script=version.script_name,
-        outputs=tuple(version.script_outputs),
-        limits=Limits(memory_mb=int(version.resources.get("memory_mb", 4096))),
-        timeout_s=min(settings.BENCH_ACTION_TIMEOUT_S, settings.BENCH_IMPORT_RERUN_TIMEOUT_S),
-    )
-    return evaluate_paired(
-        prepared,
-        manifest,
-        sandbox=sandbox,
-        rerun=rerun,
-        rounds=settings.BENCH_TIMED_ROUNDS,
-        scratch_prefix="eval-import-",
-    )
+    if version.timed or version.serve_script:
+        return EvalResult(None, NOT_RUN, "", 0)
+    return evaluate(prepared, manifest, sandbox=get_sandbox(), scratch_prefix="eval-import-")
 
 
 def _ending(log: Log) -> dict:

