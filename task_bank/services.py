@@ -121,6 +121,7 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 "category": manifest.category,
                 "description": manifest.description,
                 **({"serve": manifest.serve} if manifest.serve else {}),
+                **({"hide": list(manifest.hide)} if manifest.hide else {}),
             },
         )
         task.title = manifest.title

@@ -47,6 +47,8 @@ class Environment:
     #: llm(messages, purpose, options) -> text, for the LLM-backed actions; None = the run has no model.
     llm: Callable[[list[dict], str, dict], str] | None = None
     workspace_limit_mb: int = 2048
+    #: Package data the task is built from, masked in the workspace's sandbox (sandbox/masks.py).
+    masks: list[Mount] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
@@ -170,8 +172,9 @@ class Environment:
 
     # -- sandbox -------------------------------------------------------------------------------------------
     def mounts(self) -> list[Mount]:
-        """The workspace read-write, with the task's read-only files bound read-only on top."""
-        return folder_mounts(self.workspace, WORKSPACE, self.read_only_files)
+        """The workspace read-write, with the task's read-only files bound read-only on top, and the package data
+        the task is built from masked."""
+        return [*folder_mounts(self.workspace, WORKSPACE, self.read_only_files), *self.masks]
 
     def sandbox_env(self) -> dict[str, str]:
         return script_env(cpus=self.cpus, gpus=self.limits.gpus)

@@ -4,6 +4,7 @@ same way."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import mlab_agents
@@ -14,10 +15,17 @@ AGENTS_DIR = Path(mlab_agents.__file__).resolve().parent
 
 
 def agent_popen(
-    *, sandbox: Sandbox, entrypoint: str, package_path: str | Path = "", trusted: bool = False, run_id: int = 0
+    *,
+    sandbox: Sandbox,
+    entrypoint: str,
+    package_path: str | Path = "",
+    trusted: bool = False,
+    run_id: int = 0,
+    masks: Sequence[Mount] = (),
 ) -> subprocess.Popen:
     """Start an agent in ``sandbox``: no workspace, ``mlab_agents`` and its package (if any) mounted read-only,
-    stdin, stdout and stderr piped. An agent that is not built in runs only in a sandbox that isolates."""
+    the task's package data masked, stdin, stdout and stderr piped. An agent that is not built in runs only in a
+    sandbox that isolates."""
     if not trusted and not sandbox.isolates:
         raise SandboxError(
             f"the {sandbox.name} sandbox does not isolate processes and runs built-in agents only; "
@@ -30,7 +38,7 @@ def agent_popen(
         python_path += ":/opt/agent"
     return sandbox.popen(
         [sandbox.python, "-u", "-m", entrypoint],
-        mounts=mounts,
+        mounts=[*mounts, *masks],
         cwd="/tmp",
         env={"PYTHONPATH": python_path, "MLAB_RUN_ID": str(run_id)},
         limits=Limits(memory_mb=4096),

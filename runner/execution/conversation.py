@@ -17,6 +17,7 @@ from ..actions.catalogue import INVALID_MESSAGE
 from ..llm.gateway import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
 from ..sandbox import Sandbox
+from ..sandbox.masks import package_masks
 from .agent_process import agent_popen
 from .endings import Ending, RunInterrupted
 from .protocol import AgentChannel, AgentExited, BadMessage
@@ -116,6 +117,7 @@ class Conversation:
             package_path=agent.package_path,
             trusted=agent.is_trusted,
             run_id=self.run.pk,
+            masks=package_masks(self.sandbox, self.run.task_version.hidden_package_data),
         )
         return AgentChannel(proc, self.stderr_path)
 

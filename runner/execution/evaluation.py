@@ -20,6 +20,7 @@ from ..actions.types import WORKSPACE
 from ..models import Run, Step, eval_error_public
 from ..sandbox import Limits, Mount, Sandbox, folder_mounts
 from ..sandbox.identity import writable_for_sandbox
+from ..sandbox.masks import package_masks
 from ..sandbox.process import run_process
 from ..workspace.mounts import remove_tree
 from ..workspace.snapshots import BlobStore, Manifest, workspace_restore
@@ -59,6 +60,7 @@ class Rerun:
     limits: Limits
     timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
+    masks: list[Mount] = field(default_factory=list)
 
 
 def result_parse(data: bytes) -> tuple[float | None, str]:
@@ -209,7 +211,11 @@ def _evaluate_served(
     limits = script_limits(version)
     proc = room.sandbox.popen(
         [room.sandbox.python, f"{HARNESS_TARGET}/serve.py", f"{WORKSPACE}/{version.serve_script}"],
-        mounts=[Mount(HARNESS_DIR, HARNESS_TARGET), *folder_mounts(env_dir, WORKSPACE, sorted(read_only))],
+        mounts=[
+            Mount(HARNESS_DIR, HARNESS_TARGET),
+            *folder_mounts(env_dir, WORKSPACE, sorted(read_only)),
+            *package_masks(room.sandbox, version.hidden_package_data),
+        ],
         cwd=WORKSPACE,
         env=script_env(cpus=int(limits.cpus or 1), gpus=limits.gpus),
         limits=limits,
@@ -253,7 +259,7 @@ def _rerun_script(
             path.unlink()
     proc = sandbox.popen(
         [sandbox.python, "-u", rerun.script],
-        mounts=folder_mounts(env_dir, WORKSPACE, sorted(read_only)),
+        mounts=[*folder_mounts(env_dir, WORKSPACE, sorted(read_only)), *rerun.masks],
         cwd=WORKSPACE,
         env=rerun.env,
         limits=rerun.limits,

@@ -307,6 +307,7 @@ class RunSession(RunPulse):
                 limits=self.environment.limits,
                 timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
                 env=self.environment.sandbox_env(),
+                masks=self.environment.masks,
             )
         )
         return evaluate_paired(
@@ -333,13 +334,15 @@ class RunSession(RunPulse):
                 # run, or a broken worker would validate forever.
                 raise RunAborted(
                     infrastructure_failure(
-                        f"task {version.task.slug} v{version.number} could not be validated:\n{version.validation_log}"
+                        f"task {version.task.slug} v{version.number} could not be validated: "
+                        f"{version.validation_summary}"
                     )
                 )
             if version.status == TaskVersion.Status.FAILED:
                 raise RunAborted(
+                    # Its first line only, as the task page shows it: the rest of the log can quote hidden files.
                     task_failure(
-                        f"task {version.task.slug} v{version.number} failed validation:\n{version.validation_log}"
+                        f"task {version.task.slug} v{version.number} failed validation: {version.validation_summary}"
                     )
                 )
             if version.status == TaskVersion.Status.PENDING:

@@ -17,6 +17,7 @@ from task_bank.models import TaskVersion
 from ..actions import Environment
 from ..models import Run, Step
 from ..sandbox import Limits, Sandbox
+from ..sandbox.masks import package_masks
 from ..workspace.mounts import remove_tree, workspace_layout
 from ..workspace.snapshots import BlobStore, Snapshotter
 from .preparation import PreparedTask
@@ -109,4 +110,5 @@ def action_environment(
         research_problem=version.research_problem,
         llm=llm,
         workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
+        masks=package_masks(sandbox, version.hidden_package_data),
     )

@@ -23,6 +23,9 @@ class Mount:
     source: Path
     target: str
     writable: bool = False
+    #: "file" or "folder": the target, a path the sandbox has already, is masked (an empty file or folder) instead
+    #: of bound from ``source`` (masks.py).
+    hide: str = ""
 
 
 @dataclass(frozen=True)

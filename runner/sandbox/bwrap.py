@@ -82,6 +82,12 @@ class BwrapSandbox(Sandbox):
             cmd += _parents(path, made)
             cmd += ["--ro-bind", str(path), str(path)]
         for mount in mounts:
+            if mount.hide == "folder":
+                cmd += ["--tmpfs", mount.target, "--remount-ro", mount.target]
+                continue
+            if mount.hide == "file":
+                cmd += ["--ro-bind", "/dev/null", mount.target]
+                continue
             cmd += _parents(Path(mount.target), made)
             cmd += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         cmd += ["--chdir", cwd, "--clearenv"]

@@ -319,11 +319,20 @@ class DockerSandbox(Sandbox):
             "environment": env,
             "network_mode": "bridge" if network else "none",
             "mounts": [
-                DockerMount(target=m.target, source=str(m.source), type="bind", read_only=not m.writable)
+                DockerMount(
+                    target=m.target,
+                    source="/dev/null" if m.hide else str(m.source),
+                    type="bind",
+                    read_only=m.hide != "" or not m.writable,
+                )
                 for m in mounts
+                if m.hide != "folder"
             ],
             "read_only": True,
-            "tmpfs": {"/tmp": f"size={limits.tmp_mb}m"},
+            "tmpfs": {
+                "/tmp": f"size={limits.tmp_mb}m",
+                **{m.target: "ro,size=4k" for m in mounts if m.hide == "folder"},
+            },
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "ulimits": ulimits,

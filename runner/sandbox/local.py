@@ -21,6 +21,8 @@ class LocalSandbox(Sandbox):
     def translate(value: str, mounts: Sequence[Mount]) -> str:
         """Map a path as seen inside the sandbox to the host path it is mounted from."""
         for mount in sorted(mounts, key=lambda m: len(m.target), reverse=True):
+            if mount.hide:  # nothing is masked here: local isolates nothing
+                continue
             if value == mount.target:
                 return str(mount.source)
             if value.startswith(mount.target.rstrip("/") + "/"):

@@ -67,7 +67,8 @@ def test_a_failing_prepare_py_is_the_tasks_failure_never_the_agents_nor_the_plat
 
     from ..factories import AgentFactory
 
-    version = import_tiny(tmp_path, "broken", scripts__prepare_dot_py="raise SystemExit('no data here')\n")
+    prepare = "print('HIDDEN-ANSWERS 3 1 4')\nraise SystemExit('no data here')\n"
+    version = import_tiny(tmp_path, "broken", scripts__prepare_dot_py=prepare)
     run = run_create(task=version.task, agent=AgentFactory(config={"script": []}), enqueue=False)
     run = run_execute(run.pk)
 
@@ -77,6 +78,8 @@ def test_a_failing_prepare_py_is_the_tasks_failure_never_the_agents_nor_the_plat
     assert {(r.status, r.failure_kind) for r in validation} == {("failed", "task")}
     assert (run.status, run.failure_kind) == ("failed", "task")
     assert "failed validation" in run.error
+    # What prepare.py printed is in the log staff read, not in the run's error, which the API shows to anyone.
+    assert "HIDDEN-ANSWERS" in version.validation_log and "HIDDEN-ANSWERS" not in run.error
     assert not Run.objects.trials().counted().filter(pk=run.pk).exists()
     assert not Run.objects.trials().infrastructure_failures().filter(pk=run.pk).exists()
 
