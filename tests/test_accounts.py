@@ -17,7 +17,7 @@ from django.urls import reverse
 from accounts.models import ApiToken
 from accounts.services import TOKENS_PER_USER_MAX, token_create
 from bench.roles import REVIEWER_GROUP, is_reviewer, is_staff, roles_of
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 
 from .factories import AgentFactory, RunFactory
 
@@ -28,9 +28,9 @@ PASSWORD = "correct horse battery 9"
 @pytest.fixture(autouse=True)
 def fresh_throttle(db):
     """The throttle counts in the shared cache: each test starts with no attempts counted."""
-    shared_cache.clear()
+    counts_clear()
     yield
-    shared_cache.clear()
+    counts_clear()
 
 
 def signup(client, username="ada", email="ada@example.org", password=PASSWORD, password2=None, **extra):

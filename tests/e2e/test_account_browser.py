@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 from django.contrib.auth import get_user_model
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 
 from ..factories import AgentFactory, RunFactory
 
@@ -27,7 +27,7 @@ def api_get(url: str, key: str) -> tuple[int, dict]:
 
 
 def test_a_visitor_signs_up_makes_a_token_uses_it_and_revokes_it(page, live_server, tiny_task):
-    shared_cache.clear()  # the sign-up and sign-in throttle counts in the shared cache
+    counts_clear()  # the sign-up and sign-in throttle counts in the shared cache
     page.goto(f"{live_server.url}/")
     page.click("header.top nav.account >> text=Sign up")
     page.fill("#id_username", "ada")

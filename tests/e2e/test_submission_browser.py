@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from runner.models import Batch, Run
 
 from ..integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures
@@ -26,7 +26,7 @@ def test_a_new_user_uploads_asks_for_runs_staff_approve_and_the_agent_is_ranked_
     page, browser, live_server, tiny_task, django_user_model, tmp_path, settings
 ):
     settings.BENCH_SANDBOX = "bwrap"
-    shared_cache.clear()  # sign-up, upload and request throttles count in the shared cache
+    counts_clear()  # sign-up, upload and request throttles count in the shared cache
     package = tmp_path / "example-agent.zip"
     with zipfile.ZipFile(package, "w") as archive:
         for path in EXAMPLE.iterdir():

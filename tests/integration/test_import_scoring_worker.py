@@ -3,7 +3,7 @@ job queue was down when it was uploaded (the upload itself still succeeded)."""
 
 import pytest
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from runner.execution.reaper import imports_rescore
 from runner.models import Run
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def test_a_worker_scores_an_upload_and_one_whose_job_the_reaper_sent(
     worker_env, tiny_task_ready, client, people, tmp_path
 ):
-    shared_cache.clear()  # the upload throttle's counts
+    counts_clear()  # the upload throttle's counts
     log_zip = zip_folder(write_log(tmp_path / "run-a"), tmp_path / "run-a.zip").read_bytes()
     client.force_login(people["stranger"])
     use_broker(closed_port_url())

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from runner.agents import packages as agent_packages
 from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse, agent_upload
 from runner.models import Agent
@@ -62,7 +62,7 @@ def bwrap(settings):
 
 @pytest.fixture(autouse=True)
 def fresh_throttle(db):
-    shared_cache.clear()  # upload throttling counts in the shared cache
+    counts_clear()  # upload throttling counts in the shared cache
 
 
 @pytest.fixture

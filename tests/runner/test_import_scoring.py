@@ -11,7 +11,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import counted_runs
 from runner.execution.reaper import imports_rescore
@@ -32,9 +32,9 @@ def log_zip(tmp_path) -> bytes:
 
 @pytest.fixture(autouse=True)
 def fresh_throttle(db):
-    shared_cache.clear()  # the upload throttle counts in the shared cache
+    counts_clear()  # the upload throttle counts in the shared cache
     yield
-    shared_cache.clear()
+    counts_clear()
 
 
 def upload(client, data: bytes) -> Run:

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from runner.agents.submissions import submission_create
 from runner.models import Batch, Run
 
@@ -18,7 +18,7 @@ from ..factories import AgentFactory
 
 @pytest.fixture(autouse=True)
 def fresh_throttle(db):
-    shared_cache.clear()  # request throttling counts in the shared cache
+    counts_clear()  # request throttling counts in the shared cache
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from runner.models import Batch, ModelEndpoint, Run
 from runner.services import batch_create
 from runner.throttles import RunRequestThrottle
@@ -20,7 +20,7 @@ API = "/api/v1/submissions/"
 
 @pytest.fixture(autouse=True)
 def fresh_throttle(db):
-    shared_cache.clear()  # request throttling counts in the shared cache
+    counts_clear()  # request throttling counts in the shared cache
 
 
 @pytest.fixture

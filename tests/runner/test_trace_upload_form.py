@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from bench.shared_cache import shared_cache
+from bench.shared_cache import counts_clear
 from runner.models import Agent, Run
 from runner.throttles import TraceUploadThrottle
 
@@ -22,9 +22,9 @@ def log_zip(tmp_path) -> bytes:
 
 @pytest.fixture(autouse=True)
 def fresh_throttle(db):
-    shared_cache.clear()  # the throttle counts in the shared cache
+    counts_clear()  # the throttle counts in the shared cache
     yield
-    shared_cache.clear()
+    counts_clear()
 
 
 def post(client, data: bytes, name: str = "run.zip", **fields):
