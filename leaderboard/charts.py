@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runner.charts import LAYOUT, axis, figure, horizontal_lines
+from runner.charts import LAYOUT, axis, figure, horizontal_lines, plot_text
 
 from .stats import pareto_frontier
 
@@ -14,8 +14,9 @@ PALETTE = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#F
 
 
 def entrant(row: dict) -> str:
+    """The entrant's name as a chart shows it (as text, whatever its version string holds)."""
     model = f" · {row['model']}" if row.get("model") else ""
-    return f"{row['agent__name']}@{row['agent__version']}{model}"
+    return plot_text(f"{row['agent__name']}@{row['agent__version']}{model}")
 
 
 def _percent(value: float) -> float:

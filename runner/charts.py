@@ -16,6 +16,12 @@ LAYOUT = {
 
 
 @cache
+def plot_text(text: str) -> str:
+    """Text shown in a chart, as text: plotly reads names, titles and labels as its own HTML (a link, a line break),
+    so a name a submitter chose (an agent's version) is written with entities."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def plotly_template() -> dict:
     """Plotly's default template (its colours, fonts and axis styles), as ``go.Figure`` puts it in every figure's
     layout: read once per process."""
@@ -104,10 +110,10 @@ def scores_overlaid_figure(
         {
             "type": "scatter",
             "mode": "lines+markers",
-            "name": name,
+            "name": plot_text(name),
             "x": [s["index"] for s in scores],
             "y": [s["score"] for s in scores],
-            "customdata": [[f"{name}, step {s['index']}", f"{href}#step-{s['index']}"] for s in scores],
+            "customdata": [[plot_text(f"{name}, step {s['index']}"), f"{href}#step-{s['index']}"] for s in scores],
         }
         for name, href, scores in series
         if scores

@@ -152,3 +152,20 @@ def test_the_task_pages_queries_do_not_grow_with_its_runs_and_steps(client, tiny
             StepFactory(run=run, index=index, score=2.0 + index)
 
     assert queries() == few
+
+
+def test_a_version_string_is_text_in_every_chart_not_plotlys_markup(client, tiny_task):
+    """Plotly reads trace names as its own HTML: a version string holding a link drew a link in the legend."""
+    version = '<a href="https://x.example">1</a><br>'
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="linker", version=version), improvement=0.2)
+
+    html = client.get(reverse("leaderboard:leaderboard")).content.decode()
+
+    names = [
+        trace.get("name", "")
+        for chart in ("improvements", "cost-vs-success", "success-by-task")
+        for trace in _figure(html, chart)["data"]
+    ]
+    assert any("linker" in name for name in names), names
+    assert not any("<a" in name or "<br" in name for name in names), names
+    assert any("&lt;a href" in name for name in names), names
