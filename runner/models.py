@@ -411,6 +411,10 @@ class Run(models.Model):
     tokens_in = models.PositiveBigIntegerField(default=0)
     tokens_out = models.PositiveBigIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    #: What the model calls in flight may still spend at most (their worst case, reserved before each call and
+    #: settled with the endpoint's reported usage after it): the budgets count it as spent.
+    tokens_reserved = models.PositiveBigIntegerField(default=0)
+    cost_reserved = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     wall_seconds = models.FloatField(default=0)
     cpu_seconds = models.FloatField(default=0)
     peak_memory_mb = models.FloatField(default=0)

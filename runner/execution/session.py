@@ -109,6 +109,9 @@ def _claim(run: Run, worker: str) -> Run | None:
         started_at=run.started_at or now,
         paused_seconds=F("paused_seconds") + paused,
         hand_back_requested_at=None,
+        # No model call of an earlier attempt is in flight any more: what a lost attempt had reserved is free.
+        tokens_reserved=0,
+        cost_reserved=0,
     )
     return Run.objects.select_related("task", "task_version", "agent").get(pk=run.pk) if claimed else None
 

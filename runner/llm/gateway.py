@@ -21,7 +21,8 @@ from decimal import Decimal
 import openai
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ..models import LLMCall, LLMLease, ModelEndpoint, Run
@@ -104,24 +105,62 @@ def estimate_tokens(messages: list[dict]) -> int:
     return len(json.dumps(messages)) // CHARS_PER_TOKEN + 1
 
 
-def budget_check(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_tokens: int) -> None:
-    """Refuse the call that would take the run over its token or cost budget (estimated before the call)."""
-    fresh = Run.objects.filter(pk=run.pk).values("tokens_in", "tokens_out", "cost", "max_tokens", "max_cost").get()
-    prompt = estimate_tokens(messages)
-    if fresh["max_tokens"] is not None:
-        would = fresh["tokens_in"] + fresh["tokens_out"] + prompt + max_tokens
-        if would > fresh["max_tokens"]:
-            raise LLMBudgetError(
-                f"the run's token budget of {fresh['max_tokens']} would be exceeded: {fresh['tokens_in']} + "
-                f"{fresh['tokens_out']} used, this call needs up to {prompt + max_tokens}",
-            )
-    if fresh["max_cost"] is not None:
-        would_cost = fresh["cost"] + cost_of(endpoint, prompt, max_tokens)
-        if would_cost > fresh["max_cost"]:
-            raise LLMBudgetError(
-                f"the run's cost budget of {fresh['max_cost']} would be exceeded: {fresh['cost']} spent, this "
-                f"call may cost up to {cost_of(endpoint, prompt, max_tokens):.6f}",
-            )
+#: Tokens a chat template may add around each message (role markers, separators), and around the whole prompt.
+MESSAGE_OVERHEAD_TOKENS = 16
+
+
+def prompt_bound(messages: list[dict]) -> int:
+    """At most how many tokens the prompt can be, whatever the tokenizer: one per byte of its text (a byte-level
+    tokenizer never makes more), plus the template's tokens around each message."""
+    text_bytes = sum(len(str(m.get("content", "")).encode()) + len(str(m.get("role", "")).encode()) for m in messages)
+    return text_bytes + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    tokens: int
+    cost: Decimal
+
+
+def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_tokens: int) -> Reservation:
+    """Reserve the call's worst case (the prompt's bound plus its max_tokens) against the run's token and cost
+    budgets, in one conditional UPDATE, or refuse the call that could take the run over either. Calls in flight
+    count as spent, so no two calls can together pass a budget; ``budget_settle`` gives the reservation back."""
+    need = prompt_bound(messages) + max_tokens
+    cost = cost_of(endpoint, prompt_bound(messages), max_tokens)
+    fits_tokens = Q(max_tokens__isnull=True) | Q(
+        max_tokens__gte=F("tokens_in") + F("tokens_out") + F("tokens_reserved") + need
+    )
+    fits_cost = Q(max_cost__isnull=True) | Q(max_cost__gte=F("cost") + F("cost_reserved") + cost)
+    reserved = Run.objects.filter(fits_tokens & fits_cost, pk=run.pk).update(
+        tokens_reserved=F("tokens_reserved") + need, cost_reserved=F("cost_reserved") + cost
+    )
+    if reserved:
+        return Reservation(need, cost)
+    fresh = (
+        Run.objects.filter(pk=run.pk)
+        .values("tokens_in", "tokens_out", "tokens_reserved", "cost", "cost_reserved", "max_tokens", "max_cost")
+        .get()
+    )
+    held = f" ({fresh['tokens_reserved']} held by calls in flight)" if fresh["tokens_reserved"] else ""
+    if fresh["max_tokens"] is not None and not Run.objects.filter(fits_tokens, pk=run.pk).exists():
+        raise LLMBudgetError(
+            f"the run's token budget of {fresh['max_tokens']} would be exceeded: {fresh['tokens_in']} + "
+            f"{fresh['tokens_out']} used{held}, this call needs up to {need} (its prompt's {need - max_tokens} at "
+            f"one token per byte, plus max_tokens {max_tokens})",
+        )
+    raise LLMBudgetError(
+        f"the run's cost budget of {fresh['max_cost']} would be exceeded: {fresh['cost']} spent, this call may "
+        f"cost up to {cost:.6f}",
+    )
+
+
+def budget_settle(run: Run, reservation: Reservation) -> None:
+    """Give a call's reservation back: what it really spent was counted when it was recorded."""
+    Run.objects.filter(pk=run.pk).update(
+        tokens_reserved=Greatest(F("tokens_reserved") - reservation.tokens, 0),
+        cost_reserved=Greatest(F("cost_reserved") - reservation.cost, Decimal(0)),
+    )
 
 
 def call_timeout(endpoint: ModelEndpoint, max_tokens: int) -> float:
@@ -262,8 +301,24 @@ def complete(
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     max_tokens = int(options["max_tokens"])
-    if run is not None:
-        budget_check(run, endpoint, messages, max_tokens)
+    reservation = budget_reserve(run, endpoint, messages, max_tokens) if run is not None else None
+    try:
+        return _complete(run, endpoint, messages, options, step_index, purpose, tick)
+    finally:
+        if reservation is not None:
+            budget_settle(run, reservation)
+
+
+def _complete(
+    run: Run | None,
+    endpoint: ModelEndpoint,
+    messages: list[dict],
+    options: dict,
+    step_index: int,
+    purpose: str,
+    tick: Callable[[], None] | None,
+) -> Completion:
+    max_tokens = int(options["max_tokens"])
     timeout = call_timeout(endpoint, max_tokens)
     client = openai.OpenAI(base_url=endpoint.base_url, api_key=api_key_for(endpoint), timeout=timeout, max_retries=0)
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1

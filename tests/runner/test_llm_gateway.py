@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from runner.execution import run_execute
-from runner.llm.gateway import LLMError, complete, endpoint_check
+from runner.llm.gateway import LLMError, budget_reserve, budget_settle, complete, endpoint_check, prompt_bound
 from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 
@@ -191,3 +191,34 @@ def test_an_agent_may_not_pick_another_configured_model(tiny_task, endpoint, llm
     assert "this run may use only the models it was started with (main 'test-model'" in run.stderr_tail
     assert "max_tokens must be a whole number" in run.stderr_tail
     assert llm_server.requests == [] and Run.objects.get(pk=run.pk).tokens_in == 0
+
+
+def test_the_budget_reserves_the_worst_case_of_any_tokenizer(run, llm_server):
+    """A prompt of 24,000 bytes that an endpoint counts one token a byte: the old estimate (JSON length / 4, 6,000)
+    let the call through a 20,000 budget, and it spent 24,500. The bound is a token a byte, reserved before."""
+    Run.objects.filter(pk=run.pk).update(max_tokens=20_000)
+    llm_server.script = [{"content": "ok", "usage": {"prompt_tokens": 24_000, "completion_tokens": 500}}]
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=[{"role": "user", "content": "é" * 12_000}], options={"max_tokens": 500})
+
+    assert exc.value.kind == "budget" and "one token per byte" in str(exc.value)
+    assert llm_server.requests == []
+    run.refresh_from_db()
+    assert run.tokens_in + run.tokens_out == 0 and run.tokens_reserved == 0
+
+
+def test_calls_in_flight_hold_their_reservation_until_they_are_settled(run, llm_server):
+    """Two calls at once cannot each fit a budget that holds only one: the second is refused while the first is in
+    flight, and what the first reserved is given back once it is recorded with its real usage."""
+    Run.objects.filter(pk=run.pk).update(max_tokens=2 * prompt_bound(MESSAGES) + 1_500)
+    first = budget_reserve(run, ModelEndpoint.objects.get(name=run.model), MESSAGES, 1_000)
+
+    with pytest.raises(LLMError, match="held by calls in flight"):
+        complete(run=run, messages=MESSAGES, options={"max_tokens": 1_000})
+
+    budget_settle(run, first)
+    llm_server.script = [{"content": "ok", "usage": {"prompt_tokens": 5, "completion_tokens": 2}}]
+    assert complete(run=run, messages=MESSAGES, options={"max_tokens": 1_000}).text == "ok"
+    run.refresh_from_db()
+    assert (run.tokens_in, run.tokens_out, run.tokens_reserved) == (5, 2, 0)
