@@ -244,6 +244,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Celery -------------------------------------------------------------------------------------------
+# The longest any one operation on the broker may take (connect, send, read): seconds.
+BENCH_BROKER_TIMEOUT_S = env_float("BENCH_BROKER_TIMEOUT_S", 2.0)
 # The embedded default is kombu's filesystem transport: no server, messages are files under var/.
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
@@ -261,6 +263,22 @@ else:
     # Redis: a message not acknowledged within this time is delivered again. Runs are long; the
     # database (not the broker) decides whether a redelivered run still needs a worker.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 6 * 3600)}
+    # A broker that accepts connections and never answers must not hang a request, a job or /healthz: every
+    # socket operation on it has a time limit (Redis; AMQP's are below).
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
+        CELERY_BROKER_TRANSPORT_OPTIONS |= {
+            "socket_timeout": BENCH_BROKER_TIMEOUT_S,
+            "socket_connect_timeout": BENCH_BROKER_TIMEOUT_S,
+        }
+    else:
+        CELERY_BROKER_TRANSPORT_OPTIONS |= {
+            "read_timeout": BENCH_BROKER_TIMEOUT_S,
+            "write_timeout": BENCH_BROKER_TIMEOUT_S,
+        }
+CELERY_BROKER_CONNECTION_TIMEOUT = BENCH_BROKER_TIMEOUT_S
+# Publishing a job tries twice at most, each bounded by the timeouts above: a write that cannot be queued answers 503
+# and the reaper sends its job later.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 # Queues by kind of work (runner/jobs.py): agent runs (validation runs too) on CELERY_QUEUE; short jobs (step
 # scoring, the reaper) and GPU runs (a task that asks for a GPU) each on a queue of their own, named after it unless
 # set. A worker started without --queues serves them all; BENCH_WORKER_QUEUES narrows the Procfile's and the

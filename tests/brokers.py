@@ -26,3 +26,17 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"redis://127.0.0.1:{port}/0"
+
+
+class FrozenBroker:
+    """A server on 127.0.0.1 that accepts every connection and never answers: a broker that hangs, not one that is
+    down. Its URL is a Redis URL; ``close()`` stops it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)  # the kernel completes the connections; nobody ever reads from them
+        self.url = f"redis://127.0.0.1:{self.sock.getsockname()[1]}/0"
+
+    def close(self) -> None:
+        self.sock.close()

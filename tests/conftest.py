@@ -30,6 +30,18 @@ def broker_down():
     use_broker(old)
 
 
+@pytest.fixture
+def broker_frozen():
+    """Point this process's Celery app at a broker that accepts connections and never answers."""
+    from .brokers import FrozenBroker, use_broker
+
+    old, frozen = celery_app.conf.broker_url, FrozenBroker()
+    use_broker(frozen.url)
+    yield frozen.url
+    use_broker(old)
+    frozen.close()
+
+
 @pytest.fixture(scope="session")
 def bench_var(tmp_path_factory) -> Path:
     """One data folder per test session: prepared tasks and blobs are shared between tests."""

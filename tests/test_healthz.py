@@ -36,6 +36,40 @@ def test_it_answers_503_naming_the_broker_when_the_broker_is_down(client, db, br
     assert body["broker"].startswith("down: ") and broker_down.rsplit(":", 1)[1].split("/")[0] in body["broker"]
 
 
+def test_a_broker_that_never_answers_is_down_not_a_hang(client, db, broker_frozen, settings):
+    """It accepts connections and never answers: /healthz once gave nothing for 40 s. Each check has the health
+    timeout in all, so the answer comes (a 503 naming the broker) instead of the client's own time-out."""
+    settings.BENCH_HEALTH_TIMEOUT_S = 1.0
+
+    answer = client.get("/healthz")
+
+    assert answer.status_code == 503
+    assert answer.json()["database"] == "ok" and answer.json()["broker"].startswith("down: ")
+
+
+def test_a_job_sent_to_a_broker_that_never_answers_is_refused_not_hung(db, broker_frozen):
+    """The write that cannot be queued says so (the API answers 503; the reaper sends the job later): its socket
+    operations have time limits, so it is refused instead of hanging the request."""
+    import threading
+
+    from runner.jobs import SCORE_IMPORT, QueueUnreachable, job_send
+
+    outcome = []
+
+    def send():
+        try:
+            job_send(SCORE_IMPORT, 0)
+            outcome.append("sent")
+        except QueueUnreachable as exc:
+            outcome.append(f"refused: {exc}")
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    thread.join(60)  # far longer than the broker's time limits allow; a hang would still be waiting
+
+    assert outcome and outcome[0].startswith("refused"), outcome
+
+
 def test_a_health_probe_over_plain_http_is_not_redirected_to_https(client, db, settings, broker_down):
     settings.SECURE_SSL_REDIRECT = True
     assert client.get("/healthz").status_code == 503  # answered, not sent to https://
