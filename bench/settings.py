@@ -416,6 +416,10 @@ BENCH_HEALTH_TIMEOUT_S = env_float("BENCH_HEALTH_TIMEOUT_S", 3.0)
 
 # --- LLM gateway --------------------------------------------------------------------------------------
 BENCH_LLM_MAX_RETRIES = env_int("BENCH_LLM_MAX_RETRIES", 4)
+# Model calls a run may record (each keeps its prompt and completion): at most this many for one step, and in all;
+# past either, the run ends at a limit, and nothing more is recorded.
+BENCH_LLM_CALLS_PER_STEP = env_int("BENCH_LLM_CALLS_PER_STEP", 100)
+BENCH_LLM_CALLS_PER_RUN = env_int("BENCH_LLM_CALLS_PER_RUN", 2000)
 BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 # A JSON list of endpoints, synced into the database by `manage.py bench_init`, e.g.
 # [{"name": "gpt-4o-mini", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY",

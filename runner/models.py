@@ -553,6 +553,7 @@ class LLMCall(models.Model):
     class Meta:
         ordering = ["run", "created_at"]
         verbose_name = "LLM call"
+        indexes = [models.Index(fields=["run", "step_index"], name="llmcall_run_step")]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.step_index} {self.model}"

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import (
     FileResponse,
     Http404,
@@ -233,11 +234,16 @@ def _whole_number(request: HttpRequest, name: str, *, minimum: int, maximum: int
         return None
 
 
+#: LLM calls shown at a time in a step's list (each with its whole prompt).
+LLM_CALLS_PAGE = 20
+
+
 def step_llm_calls_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     """A step's LLM calls with their prompts and completions (loaded when the step's calls are opened)."""
     run = _run_or_404(request, pk)
     step = _step_or_404(run, index)
-    return render(request, "runner/_step_llm_calls.html", {"calls": step_llm_calls(step=step)})
+    page = Paginator(step_llm_calls(step=step), LLM_CALLS_PAGE).get_page(request.GET.get("page"))
+    return render(request, "runner/_step_llm_calls.html", {"calls": page, "run": run, "step": step})
 
 
 def step_observation_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:

@@ -155,6 +155,17 @@ def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_
     )
 
 
+def calls_limit_check(run: Run, step_index: int) -> None:
+    """End the run (a limit) that has recorded as many model calls as a step or a run may hold: every request is a
+    row with its prompt, so the count bounds what a run can write (BENCH_LLM_CALLS_PER_STEP, _PER_RUN)."""
+    calls = LLMCall.objects.filter(run_id=run.pk)
+    per_step, per_run = settings.BENCH_LLM_CALLS_PER_STEP, settings.BENCH_LLM_CALLS_PER_RUN
+    if calls.filter(step_index=step_index).count() >= per_step:
+        raise LLMBudgetError(f"the run made {per_step} model calls in step {step_index}, the most one step may make")
+    if calls.count() >= per_run:
+        raise LLMBudgetError(f"the run made {per_run} model calls, the most one run may make")
+
+
 def budget_settle(run: Run, reservation: Reservation) -> None:
     """Give a call's reservation back: what it really spent was counted when it was recorded."""
     Run.objects.filter(pk=run.pk).update(
@@ -453,6 +464,7 @@ class _Call:
 
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
+    calls_limit_check(run, step_index)
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
     # The models come from the run (set by whoever started it), never from the agent's package or config.
     allowed = run.models_allowed

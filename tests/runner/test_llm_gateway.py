@@ -8,7 +8,7 @@ from runner.llm.gateway import LLMError, budget_reserve, budget_settle, complete
 from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 
-from ..factories import AgentFactory, RunFactory
+from ..factories import AgentFactory, RunFactory, StepFactory
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -222,3 +222,49 @@ def test_calls_in_flight_hold_their_reservation_until_they_are_settled(run, llm_
     assert complete(run=run, messages=MESSAGES, options={"max_tokens": 1_000}).text == "ok"
     run.refresh_from_db()
     assert (run.tokens_in, run.tokens_out, run.tokens_reserved) == (5, 2, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("per_step", "per_run", "limit"), [(3, 100, "3 model calls in step 0"), (100, 4, "4 model")])
+def test_a_run_records_at_most_its_calls_per_step_and_per_run(
+    tiny_task, endpoint, llm_server, settings, per_step, per_run, limit
+):
+    """Every request is a row with its prompt: 3,023 of them in 3 steps grew the database by 89 MB. Past the
+    bound the run ends at a limit and nothing more is written (refused requests count too)."""
+    settings.BENCH_LLM_CALLS_PER_STEP, settings.BENCH_LLM_CALLS_PER_RUN = per_step, per_run
+    llm_server.default = "ok"
+    ask = {"type": "llm", "messages": [{"role": "user", "content": "x" * 1000}]}
+    refused = {**ask, "model": "not-given"}
+    script = [
+        ask,
+        refused,
+        ask,
+        ask,
+        ask,
+        ask,
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "-"}},
+    ]
+    run = run_create(
+        task=tiny_task.task, agent=AgentFactory(config={"script": script}), model="test-model", enqueue=False
+    )
+
+    run = run_execute(run.pk)
+
+    assert (run.status, run.failure_kind) == ("failed", "limit"), run.error
+    assert limit in run.error
+    assert LLMCall.objects.filter(run=run).count() == min(per_step, per_run)
+
+
+def test_a_steps_calls_are_listed_a_page_at_a_time(client, run, settings):
+    from runner.views import LLM_CALLS_PAGE
+
+    step = StepFactory(run=run, index=0)
+    for n in range(LLM_CALLS_PAGE + 5):
+        LLMCall.objects.create(run=run, step=step, step_index=0, model="m", completion=f"answer number {n}")
+    url = reverse("runner:step_llm_calls", args=[run.pk, 0])
+
+    first = client.get(url).content.decode()
+    second = client.get(url + "?page=2").content.decode()
+
+    assert "answer number 0<" in first and f"answer number {LLM_CALLS_PAGE}<" not in first
+    assert f"answer number {LLM_CALLS_PAGE}<" in second and "?page=2" in first
