@@ -14,6 +14,8 @@ import os
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -259,6 +261,30 @@ def _call(client: openai.OpenAI, endpoint: ModelEndpoint, messages: list[dict], 
     return response, text
 
 
+def _call_ticking(
+    client: openai.OpenAI,
+    endpoint: ModelEndpoint,
+    messages: list[dict],
+    options: dict,
+    tick: Callable[[], None] | None,
+):
+    """``_call``, while the run goes on ticking (every second: its heartbeat, its time limit, a cancel): a call
+    outlives neither its run's deadline nor a cancel. What ``tick`` raises ends the wait; the abandoned request ends
+    at its own timeout in its thread, and its answer is dropped."""
+    if tick is None:
+        return _call(client, endpoint, messages, options)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-call")
+    try:
+        future = pool.submit(_call, client, endpoint, messages, options)
+        while True:
+            try:
+                return future.result(timeout=1.0)
+            except FuturesTimeout:
+                tick()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def stop_cut(text: str, stop: str | list[str] | None) -> tuple[str, str]:
     """The answer up to its first stop sequence, and the sequence cut ("" when none was there). OpenAI's API
     leaves the stop sequence out; some servers (transformers serve) stop at it but keep it in the answer, others
@@ -338,7 +364,7 @@ def _complete(
     try:
         for attempt in range(attempts):
             try:
-                response, text = _call(client, endpoint, messages, options)
+                response, text = _call_ticking(client, endpoint, messages, options, tick)
             except Exception as exc:  # noqa: BLE001 - classified right below, never swallowed
                 if not isinstance(exc, openai.OpenAIError | GarbageResponse | json.JSONDecodeError):
                     raise

@@ -81,15 +81,17 @@ def test_a_token_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, researc
     llm_server.script = [{"content": answer("Execute Script", {"script_name": "train.py"}), "usage": usage}]
     llm_server.default = {"content": answer("List Files", {"dir_path": "."}), "usage": usage}
     run = run_create(
-        task=tiny_task.task, agent=research, model="test-model", enqueue=False, limits=RunLimits(max_tokens=9000)
+        task=tiny_task.task, agent=research, model="test-model", enqueue=False, limits=RunLimits(max_tokens=24000)
     )
     run = run_execute(run.pk)
 
     assert run.status == "failed" and run.failure_kind == "limit"
-    assert "token budget of 9000 would be exceeded" in run.error
+    # Each call reserves its prompt at one token a byte plus max_tokens 2,000: the budget refuses the call that could
+    # pass it, not only the one that would on the endpoint's own count.
+    assert "token budget of 24000 would be exceeded" in run.error
     calls = LLMCall.objects.filter(run=run).count()
     assert calls >= 2 and run.steps_count == calls  # every call that was made led to a step; the next was refused
-    assert run.tokens_in + run.tokens_out == 2000 * calls <= 9000
+    assert run.tokens_in + run.tokens_out == 2000 * calls <= 24000
     assert run.final_score == 2.0  # the workspace is still evaluated
 
 
@@ -170,15 +172,15 @@ def test_a_cost_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, research
         agent=research,
         model="test-model",
         enqueue=False,
-        limits=RunLimits(max_cost=Decimal("0.012")),
+        limits=RunLimits(max_cost=Decimal("0.03")),
     )
     run = run_execute(run.pk)
 
     assert run.status == "failed" and run.failure_kind == "limit"
-    assert "cost budget of 0.012" in run.error
+    assert "cost budget of 0.03" in run.error
     calls = LLMCall.objects.filter(run=run).count()
     assert calls >= 2 and run.steps_count == calls and len(llm_server.requests) == calls
-    assert run.cost == Decimal("0.003") * calls <= Decimal("0.012")
+    assert run.cost == Decimal("0.003") * calls <= Decimal("0.03")
     assert run.final_score == 2.0  # the workspace is still evaluated
 
 

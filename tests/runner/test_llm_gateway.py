@@ -268,3 +268,34 @@ def test_a_steps_calls_are_listed_a_page_at_a_time(client, run, settings):
 
     assert "answer number 0<" in first and f"answer number {LLM_CALLS_PAGE}<" not in first
     assert f"answer number {LLM_CALLS_PAGE}<" in second and "?page=2" in first
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_cancelled_during_a_model_call_does_not_wait_for_its_answer(tiny_task, endpoint, llm_server):
+    """The run goes on ticking during a call (heartbeat, deadline, cancel): a call once held its run for as long
+    as the agent's max_tokens allowed. Cancelled while the endpoint takes 20 s, the run ends without its answer."""
+    from django.db import connection
+
+    from runner.services import run_cancel
+
+    def cancel_then_answer_late(request):
+        try:
+            run_cancel(run=Run.objects.get(pk=run.pk))
+        finally:
+            connection.close()
+        return {"content": "late answer", "delay": 20}
+
+    llm_server.script = [cancel_then_answer_late]
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(timeout_s=60)  # the endpoint may take its time
+    script = [
+        {"type": "llm", "messages": [{"role": "user", "content": "think long"}]},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "-"}},
+    ]
+    run = run_create(
+        task=tiny_task.task, agent=AgentFactory(config={"script": script}), model="test-model", enqueue=False
+    )
+
+    run = run_execute(run.pk)
+
+    assert run.status == "cancelled"
+    assert not LLMCall.objects.filter(run=run, completion="late answer").exists()
