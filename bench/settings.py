@@ -445,6 +445,12 @@ BENCH_TASK_MAX_BYTES = env_int("BENCH_TASK_MAX_BYTES", 2 * 1024**3)
 BENCH_TRACE_JSON_MAX_BYTES = env_int("BENCH_TRACE_JSON_MAX_BYTES", 64 * 1024**2)
 BENCH_TASK_MAX_FILE_BYTES = env_int("BENCH_TASK_MAX_FILE_BYTES", 1024**3)
 BENCH_TASK_MAX_FILES = env_int("BENCH_TASK_MAX_FILES", 100_000)
+# Any zip (task package, agent package, log) unpacks to at most this many times its own size (and a small zip to at
+# least BENCH_UPLOAD_RATIO_FLOOR_BYTES): what it may cost is bounded by what was sent.
+BENCH_UPLOAD_MAX_RATIO = env_int("BENCH_UPLOAD_MAX_RATIO", 100)
+BENCH_UPLOAD_RATIO_FLOOR_BYTES = env_int("BENCH_UPLOAD_RATIO_FLOOR_BYTES", 16 * 1024**2)
+# An imported log holds at most this many files (its steps' workspaces).
+BENCH_TRACE_MAX_FILES = env_int("BENCH_TRACE_MAX_FILES", 10_000)
 # An uploaded agent must answer its first message within this many seconds (runner/agents/smoke.py).
 BENCH_AGENT_SMOKE_TIMEOUT_S = env_float("BENCH_AGENT_SMOKE_TIMEOUT_S", 60.0)
 # An uploaded agent package (a zip) may be at most this big.

@@ -33,6 +33,13 @@ class PackageLimits:
     max_file_bytes: int
     max_files: int
     max_bytes_setting: str = "BENCH_TASK_MAX_BYTES"
+    max_files_setting: str = "BENCH_TASK_MAX_FILES"
+
+    def unpacked_at_most(self, zip_size: int) -> int:
+        """What a zip of ``zip_size`` bytes may unpack to: its size times BENCH_UPLOAD_MAX_RATIO (a small zip at least
+        BENCH_UPLOAD_RATIO_FLOOR_BYTES), never over ``max_bytes``: a 1 MB zip does not become a gigabyte of files."""
+        by_ratio = max(zip_size * settings.BENCH_UPLOAD_MAX_RATIO, settings.BENCH_UPLOAD_RATIO_FLOOR_BYTES)
+        return min(self.max_bytes, by_ratio)
 
     @classmethod
     def for_tasks(cls) -> PackageLimits:
@@ -40,6 +47,16 @@ class PackageLimits:
             max_bytes=settings.BENCH_TASK_MAX_BYTES,
             max_file_bytes=settings.BENCH_TASK_MAX_FILE_BYTES,
             max_files=settings.BENCH_TASK_MAX_FILES,
+        )
+
+    @classmethod
+    def for_logs(cls) -> PackageLimits:
+        """A log's: a task package's sizes, and at most BENCH_TRACE_MAX_FILES files (each becomes a blob)."""
+        return cls(
+            max_bytes=settings.BENCH_TASK_MAX_BYTES,
+            max_file_bytes=settings.BENCH_TASK_MAX_FILE_BYTES,
+            max_files=settings.BENCH_TRACE_MAX_FILES,
+            max_files_setting="BENCH_TRACE_MAX_FILES",
         )
 
 
@@ -107,12 +124,21 @@ def archive_extract(
             if not members:
                 raise TaskPackageError(f"the zip holds no files; expected {expected}")
             if len(members) > max_files:
-                raise TaskPackageError(f"the zip holds {len(members)} files; at most {max_files} are allowed")
+                raise TaskPackageError(
+                    f"the zip holds {len(members)} files; at most {max_files} are allowed ({limits.max_files_setting})"
+                )
             declared = sum(info.file_size for info, _ in members)
             if declared > max_total:
                 raise TaskPackageError(
                     f"the zip unpacks to {declared} bytes; at most {max_total} bytes are allowed "
                     f"({limits.max_bytes_setting})"
+                )
+            zip_size = zip_path.stat().st_size
+            max_total = limits.unpacked_at_most(zip_size)
+            if declared > max_total:
+                raise TaskPackageError(
+                    f"the zip unpacks to {declared} bytes from {zip_size}: at most {settings.BENCH_UPLOAD_MAX_RATIO} "
+                    f"times its size is allowed (BENCH_UPLOAD_MAX_RATIO), {max_total} bytes"
                 )
             written = 0
             for info, path in members:

@@ -28,7 +28,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
-from task_bank.archive import extracted, upload_saved
+from task_bank.archive import PackageLimits, extracted, upload_saved
 from task_bank.models import Task, TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
@@ -251,7 +251,7 @@ def trace_import(
     the run against. The final workspace is scored here, or with ``score_later`` by a worker's job
     (``import_score``) once the run is recorded. ``TraceImportError`` on a bad log, and nothing written."""
     try:
-        with extracted(Path(source), expected=EXPECTED) as root:
+        with extracted(Path(source), expected=EXPECTED, limits=PackageLimits.for_logs()) as root:
             log = log_read(root)
             version = _task_version(log, task_slug)
             if ready_only and version.status != TaskVersion.Status.READY:

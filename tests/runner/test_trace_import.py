@@ -405,6 +405,21 @@ BAD_UPLOADS = {
         lambda p: _zip(p / "task.zip", {"log/env_log/trace.json": _trace_bytes()}),
         "no task 'nope' in the bank",
     ),
+    "a zip that unpacks to far more than its size": (
+        lambda p: _zip(
+            p / "ratio.zip",
+            {"log/env_log/trace.json": _trace_bytes(), "log/env_log/traces/step_0_files/zeros": bytes(900_000)},
+        ),
+        "at most 100 times its size is allowed \\(BENCH_UPLOAD_MAX_RATIO\\)",
+    ),
+    "more files than a log may hold": (
+        lambda p: _zip(
+            p / "many.zip",
+            {"log/env_log/trace.json": _trace_bytes()}
+            | {f"log/env_log/traces/step_0_files/f{n}.txt": b"x" for n in range(60)},
+        ),
+        "the zip holds 61 files; at most 50 are allowed \\(BENCH_TRACE_MAX_FILES\\)",
+    ),
 }
 
 
@@ -413,6 +428,8 @@ BAD_UPLOADS = {
 def test_a_bad_upload_gets_one_clear_error_and_leaves_nothing(case, tiny_task, tmp_path, settings):
     settings.BENCH_TASK_MAX_BYTES = 1_000_000
     settings.BENCH_TRACE_JSON_MAX_BYTES = 100_000
+    settings.BENCH_UPLOAD_RATIO_FLOOR_BYTES = 300_000
+    settings.BENCH_TRACE_MAX_FILES = 50
     make, message = BAD_UPLOADS[case]
     source = make(tmp_path)
     task = "nope" if case == "a task not in the bank" else "tiny"
