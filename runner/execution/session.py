@@ -357,6 +357,8 @@ class RunSession(RunPulse):
                     log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation.pk)
                     run_execute(validation.pk, worker=self.run.worker, parent=self)
                 continue
+            if version.status == TaskVersion.Status.VALIDATING and self._validate_queued(version):
+                continue
             if time.monotonic() > waited_until:
                 raise RunAborted(
                     infrastructure_failure(
@@ -365,6 +367,21 @@ class RunSession(RunPulse):
                 )
             self.tick()
             time.sleep(1.0)
+
+    def _validate_queued(self, version: TaskVersion) -> bool:
+        """Run here the version's validation runs that wait in the queue, in order: on a single worker (one stopped
+        during the round, which came back to this run first) they would otherwise wait behind this run, which waits
+        for them. Whoever claims a run first has it. Whether there were any."""
+        waiting = list(
+            Run.objects.filter(task_version=version, purpose=Run.Purpose.VALIDATION, status=Run.Status.QUEUED)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        for validation_id in waiting:
+            self.check()
+            log.info("run %s: running the queued validation run %s of %s first", self.run.pk, validation_id, version)
+            run_execute(validation_id, worker=self.run.worker, parent=self)
+        return bool(waiting)
 
     def layout(self, prepared: PreparedTask) -> None:
         """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked; and the

@@ -191,3 +191,25 @@ def test_with_the_queue_unreachable_a_validation_round_is_still_queued_for_whoev
     ]
     tiny_task.refresh_from_db()
     assert tiny_task.status == "validating"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_validation_waits_in_the_queue_runs_it_instead_of_waiting_for_it(tmp_path):
+    """A worker stopped during a task's first validation comes back to the benchmark run first; the validation
+    runs wait in the queue behind it. With one worker they never ran: the run waited for them until its limit.
+    The run now runs them itself, and goes on once the version is ready."""
+    from runner.services import run_create
+
+    from ..factories import AgentFactory
+
+    version = import_tiny(tmp_path, "waiting")
+    round_ = task_version_validate_queue(version=version, enqueue=False)  # queued, and nobody runs them
+    final = {"type": "act", "action": "Final Answer", "input": {"final_answer": "-"}}
+    run = run_create(task=version.task, agent=AgentFactory(config={"script": [final]}), enqueue=False)
+
+    run = run_execute(run.pk)
+
+    version.refresh_from_db()
+    assert version.status == "ready"
+    assert all(r.status == "finished" for r in Run.objects.filter(pk__in=[r.pk for r in round_]))
+    assert (run.status, run.failure_kind) == ("finished", "")
