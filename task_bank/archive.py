@@ -9,7 +9,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -52,11 +52,8 @@ class PackageLimits:
     @classmethod
     def for_logs(cls) -> PackageLimits:
         """A log's: a task package's sizes, and at most BENCH_TRACE_MAX_FILES files (each becomes a blob)."""
-        return cls(
-            max_bytes=settings.BENCH_TASK_MAX_BYTES,
-            max_file_bytes=settings.BENCH_TASK_MAX_FILE_BYTES,
-            max_files=settings.BENCH_TRACE_MAX_FILES,
-            max_files_setting="BENCH_TRACE_MAX_FILES",
+        return replace(
+            cls.for_tasks(), max_files=settings.BENCH_TRACE_MAX_FILES, max_files_setting="BENCH_TRACE_MAX_FILES"
         )
 
 
