@@ -26,6 +26,8 @@ from ..sandbox.process import HeadTail, kill_group, reap
 HEADER = struct.Struct(">Q")
 #: The largest answer a submission may give to one request.
 ANSWER_LIMIT = 256 * 1024 * 1024
+#: The most all of its answers may hold together (they are kept on the worker's disk until they are scored).
+ANSWERS_LIMIT = 1024 * 1024 * 1024
 #: How long a process that has answered everything may take to exit before it is killed.
 EXIT_GRACE_S = 5.0
 
@@ -144,6 +146,7 @@ def serve_requests(
     channel = _Channel(proc, deadline=time.monotonic() + timeout_s, tick=tick)
     served = Served()
     phase = "loading (load())"
+    kept = 0
     try:
         channel.exchange(None)
         for index in range(count):
@@ -152,6 +155,9 @@ def serve_requests(
             started = time.perf_counter()
             answer = channel.exchange(request)
             served.seconds.append(time.perf_counter() - started)
+            kept += len(answer)
+            if kept > ANSWERS_LIMIT:
+                raise ServeFailed(f"answers of more than {ANSWERS_LIMIT} bytes in all")
             (answers_dir / f"{index:06d}").write_bytes(answer)
         proc.stdin.close()
         channel.deadline = min(channel.deadline, time.monotonic() + EXIT_GRACE_S)

@@ -227,3 +227,22 @@ def test_each_backend_serves_the_submission_its_requests(tmp_path, settings, bac
     assert run.sandbox == backend
     assert run.final_score is not None, run.eval_error
     assert run.succeeded is True
+
+
+def test_a_submission_cannot_fill_the_workers_disk_with_answers(served, settings, monkeypatch):
+    """The submission shares its process with serve.py, so it can make any answer (here it swaps serve.py's answer()
+    for one of 100 kB). Each answer is kept until it is scored: past the bound on all of them, the serving stops."""
+    from runner.execution import serving
+
+    monkeypatch.setattr(serving, "ANSWERS_LIMIT", 150_000)
+    flood = """
+        import sys
+
+        def double(x):
+            sys.modules["serve"].answer = lambda state, request: b"1" * 100_000
+            return 2 * x
+    """
+    run = run_with_calc(served, textwrap.dedent(flood))
+
+    assert run.final_score is None
+    assert "answers of more than 150000 bytes in all" in run.eval_error, run.eval_error
