@@ -352,10 +352,7 @@ class RunSession(RunPulse):
                 # Queued as well as run here: if this worker dies first, another one picks the message up;
                 # whoever claims it first runs it, the other finds it taken.
                 rounds_queued += 1
-                for validation in task_version_validate_queue(version=version, enqueue=True):
-                    self.check()  # a worker that is stopping starts no more of them
-                    log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation.pk)
-                    run_execute(validation.pk, worker=self.run.worker, parent=self)
+                self._validate_here([r.pk for r in task_version_validate_queue(version=version, enqueue=True)], version)
                 continue
             if version.status == TaskVersion.Status.VALIDATING and self._validate_queued(version):
                 continue
@@ -369,19 +366,23 @@ class RunSession(RunPulse):
             time.sleep(1.0)
 
     def _validate_queued(self, version: TaskVersion) -> bool:
-        """Run here the version's validation runs that wait in the queue, in order: on a single worker (one stopped
-        during the round, which came back to this run first) they would otherwise wait behind this run, which waits
-        for them. Whoever claims a run first has it. Whether there were any."""
+        """Run here the version's validation runs that wait in the queue: on a single worker (one stopped during the
+        round, which came back to this run first) they would otherwise wait behind this run, which waits for them.
+        Whether there were any."""
         waiting = list(
             Run.objects.filter(task_version=version, purpose=Run.Purpose.VALIDATION, status=Run.Status.QUEUED)
             .order_by("pk")
             .values_list("pk", flat=True)
         )
-        for validation_id in waiting:
-            self.check()
-            log.info("run %s: running the queued validation run %s of %s first", self.run.pk, validation_id, version)
-            run_execute(validation_id, worker=self.run.worker, parent=self)
+        self._validate_here(waiting, version)
         return bool(waiting)
+
+    def _validate_here(self, validation_ids: list[int], version: TaskVersion) -> None:
+        """Run these validation runs of ``version`` on this worker, in order; whoever claims a run first has it."""
+        for validation_id in validation_ids:
+            self.check()  # a worker that is stopping starts no more of them
+            log.info("run %s: validating task version %s first (run %s)", self.run.pk, version, validation_id)
+            run_execute(validation_id, worker=self.run.worker, parent=self)
 
     def layout(self, prepared: PreparedTask) -> None:
         """The run's workspace: the latest committed snapshot (or the task's env), read-only data linked; and the

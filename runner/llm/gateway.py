@@ -128,8 +128,9 @@ def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_
     """Reserve the call's worst case (the prompt's bound plus its max_tokens) against the run's token and cost
     budgets, in one conditional UPDATE, or refuse the call that could take the run over either. Calls in flight
     count as spent, so no two calls can together pass a budget; ``budget_settle`` gives the reservation back."""
-    need = prompt_bound(messages) + max_tokens
-    cost = cost_of(endpoint, prompt_bound(messages), max_tokens)
+    prompt = prompt_bound(messages)
+    need = prompt + max_tokens
+    cost = cost_of(endpoint, prompt, max_tokens)
     fits_tokens = Q(max_tokens__isnull=True) | Q(
         max_tokens__gte=F("tokens_in") + F("tokens_out") + F("tokens_reserved") + need
     )
