@@ -1,3 +1,4 @@
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +29,14 @@ def broker_down():
     use_broker(url)
     yield url
     use_broker(old)
+
+
+@pytest.fixture(autouse=True)
+def one_counting_window(monkeypatch):
+    """Limits count per clock window (bench.shared_cache.count_hit): within a test, every hit falls in one window,
+    however long a busy machine makes the test take (a minute's boundary would otherwise reset a count midway)."""
+    now = time.time()
+    monkeypatch.setattr("bench.shared_cache.time", SimpleNamespace(time=lambda: now))
 
 
 @pytest.fixture

@@ -115,10 +115,19 @@ def test_requests_for_runs_split_between_two_processes_are_refused_at_the_rate_a
     auth = {"Authorization": f"Token {Token.objects.create(user=user).key}", "Accept": "application/json"}
     backend, (first, second) = web_pair
 
-    # Empty requests: each is counted (the throttle comes before the request is read), then refused as a 400.
-    statuses = [
-        post_status(f"{web.url}/api/v1/submissions/", headers=auth) for web in [first, second] * RUN_REQUEST_RATE
-    ]
+    # Empty requests: each is counted (the throttle comes before the request is read), then refused as a 400. The
+    # rate counts per clock hour: a round that crossed into the next hour is tried again.
+    for _ in range(3):
+        hour = time.time() // 3600
+        statuses = [
+            post_status(f"{web.url}/api/v1/submissions/", headers=auth) for web in [first, second] * RUN_REQUEST_RATE
+        ]
+        if time.time() // 3600 == hour:
+            break
+        counts_clear()
+        stale = list(redis.Redis.from_url(REDIS_URL).scan_iter(":1:count:*"))
+        if stale:
+            redis.Redis.from_url(REDIS_URL).delete(*stale)
     assert statuses == [400] * RUN_REQUEST_RATE + [429] * RUN_REQUEST_RATE
 
     first.stop()
