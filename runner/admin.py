@@ -29,14 +29,16 @@ class RecordAdmin(admin.ModelAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "version", "kind", "entrypoint", "uses_llm", "visibility", "owner", "created_at"]
-    list_filter = ["kind", "visibility"]
+    list_display = [
+        "name", "version", "kind", "entrypoint", "uses_llm", "visibility", "owner", "smoke_state", "created_at",
+    ]  # fmt: skip
+    list_filter = ["kind", "visibility", "smoke_state"]
     list_select_related = ["owner"]
     search_fields = ["name"]
-    readonly_fields = ["package_digest", "package_path", "smoke_tested_at"]
+    readonly_fields = ["package_digest", "package_path", "smoke_state", "smoke_error", "smoke_tested_at"]
     fields = [
-        "name", "version", "kind", "entrypoint", "package_digest", "package_path", "smoke_tested_at", "description",
-        "default_model", "uses_llm", "config", "owner", "visibility",
+        "name", "version", "kind", "entrypoint", "package_digest", "package_path", "smoke_state", "smoke_error",
+        "smoke_tested_at", "description", "default_model", "uses_llm", "config", "owner", "visibility",
     ]  # fmt: skip
 
     def get_fieldsets(self, request, obj=None):
@@ -45,7 +47,7 @@ class AgentAdmin(admin.ModelAdmin):
         upload = reverse("runner:agent_upload")
         note = format_html(
             'To add an agent package, <a href="{}">upload it</a> (or <code>manage.py import_agent</code>): its '
-            "files are checked, smoke-tested in the sandbox and stored by digest. Here, change its description, "
+            "files are checked, stored by digest and smoke-tested in the sandbox by a worker. Here, change its description, "
             "owner or visibility.",
             upload,
         )

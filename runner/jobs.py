@@ -8,7 +8,8 @@ delivers in, and a lost message delays the queue instead of stranding a run: the
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
 run does nothing.
 
-Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, the reaper) each
+Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, an uploaded agent's
+smoke test, the reaper) each
 have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
 the worker that takes it claims the first queued run of that kind: a GPU worker (one serving only the GPU queue)
 never starts a CPU run, nor a CPU worker a GPU run. An imported run's scoring job goes to its kind's queue too (it
@@ -31,7 +32,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Run
+from .models import Agent, Run
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ START_NEXT_RUN = "runner.execute_run"
 REAP_RUNS = "runner.reap_runs"
 SCORE_STEP = "runner.score_step"
 SCORE_IMPORT = "runner.score_import"
+SMOKE_TEST = "runner.smoke_test"
 
 
 class QueueUnreachable(Exception):
@@ -55,8 +57,8 @@ class QueueUnreachable(Exception):
         super().__init__(message)
 
 
-#: The kind of work of the short jobs (step scoring, the reaper): no run is of it. (An imported run's scoring goes
-#: to the queue of its kind of run: ``import_score_send``.)
+#: The kind of work of the short jobs (step scoring, smoke tests, the reaper): no run is of it. (An imported run's
+#: scoring goes to the queue of its kind of run: ``import_score_send``.)
 SHORT_JOBS = "short"
 
 
@@ -79,7 +81,7 @@ def queue_names() -> list[str]:
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
     """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
     queue when it is sent."""
-    if name in (REAP_RUNS, SCORE_STEP):
+    if name in (REAP_RUNS, SCORE_STEP, SMOKE_TEST):
         return {"queue": queue_name(SHORT_JOBS)}
     return None
 
@@ -168,6 +170,31 @@ def import_score_send(run_id: int) -> None:
     kind = Run.objects.filter(pk=run_id).values_list("queue", flat=True).first() or Run.Queue.RUNS
     job_send(SCORE_IMPORT, run_id, queue=queue_name(kind))
     Run.objects.filter(pk=run_id).update(sent_at=timezone.now())
+
+
+def smoke_test_enqueue(agent_id: int) -> None:
+    """Smoke-test an uploaded agent on a worker once the transaction that stored it commits. A queue that cannot be
+    reached is only logged: the agent waits (``Agent.Smoke.PENDING``) with its job unsent, and the reaper sends it
+    (``reaper.smokes_resend``)."""
+
+    def send() -> None:
+        try:
+            smoke_test_send(agent_id)
+        except QueueUnreachable as exc:
+            log.warning("agent %s waits for its smoke test: %s", agent_id, exc)
+
+    transaction.on_commit(send)
+
+
+def smoke_test_send(agent_id: int) -> None:
+    """Send an agent's smoke-test job now (a short job) and record when (``Agent.smoke_sent_at``)."""
+    job_send(SMOKE_TEST, agent_id)
+    Agent.objects.filter(pk=agent_id).update(smoke_sent_at=timezone.now())
+
+
+def smoke_test_time_limit_s() -> int:
+    """How long a smoke-test job may take (its soft time limit): starting the agent and its first answer."""
+    return int(settings.BENCH_AGENT_SMOKE_TIMEOUT_S) + JOB_GRACE_S
 
 
 def job_send(name: str, object_id: int, *, queue: str | None = None) -> None:

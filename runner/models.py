@@ -66,8 +66,21 @@ class Agent(models.Model):
     config = models.JSONField(default=dict, blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.PUBLIC)
+
+    class Smoke(models.TextChoices):
+        """Where an uploaded package's smoke test is (``runner.agents.smoke``): run by a worker, never in a request."""
+
+        NONE = "", "Not needed"  # built in, or imported by staff without one
+        PENDING = "pending", "Waiting for a worker"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+
+    smoke_state = models.CharField(max_length=16, choices=Smoke.choices, default=Smoke.NONE, blank=True)
+    smoke_error = models.TextField(blank=True, help_text="Why the smoke test failed, with the agent's stderr tail.")
+    smoke_sent_at = models.DateTimeField(null=True, blank=True, help_text="When its smoke-test job was last sent.")
+    smoke_attempts = models.PositiveSmallIntegerField(default=0, help_text="Smoke-test jobs started.")
     smoke_tested_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the package answered its smoke test (an upload); empty: never tried."
+        null=True, blank=True, help_text="When the smoke test ended (passed or failed); empty: not ended."
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -81,6 +94,15 @@ class Agent(models.Model):
     @property
     def is_trusted(self) -> bool:
         return self.kind == self.Kind.BUILTIN
+
+    @property
+    def smoke_refusal(self) -> str:
+        """Why no run of this agent can be queued yet ("" when its runs can be): its smoke test has not passed."""
+        if self.smoke_state == self.Smoke.FAILED:
+            return f"agent {self} failed its smoke test ({self.smoke_error[:300]}); upload a version that passes it"
+        if self.smoke_state == self.Smoke.PENDING:
+            return f"agent {self} waits for its smoke test; runs of it can be queued once it passes"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -180,10 +202,10 @@ class Batch(models.Model):
         )
 
     class State(models.TextChoices):
-        """Where a submission is: its agent uploaded (not smoke-tested) or smoke-tested and waiting for approval,
+        """Where a submission is: its agent waiting for its smoke test, or smoke-tested and waiting for approval,
         rejected, approved (its runs all queued), running (some started, not all ended), done (all ended)."""
 
-        UPLOADED = "uploaded", "Uploaded, waiting for approval"
+        UPLOADED = "uploaded", "Waiting for the agent's smoke test"
         SMOKE_TESTED = "smoke_tested", "Smoke-tested, waiting for approval"
         REJECTED = "rejected", "Rejected"
         APPROVED = "approved", "Approved, queued"
@@ -195,8 +217,8 @@ class Batch(models.Model):
         if self.approval == self.Approval.REJECTED:
             return self.State.REJECTED
         if self.approval == self.Approval.PENDING:
-            tested = self.agent.is_trusted or self.agent.smoke_tested_at is not None
-            return self.State.SMOKE_TESTED if tested else self.State.UPLOADED
+            waiting = self.agent.smoke_state == Agent.Smoke.PENDING
+            return self.State.UPLOADED if waiting else self.State.SMOKE_TESTED
         if runs and ended == runs:
             return self.State.DONE
         if queued == runs:

@@ -99,6 +99,8 @@ def run_settings_check(
         raise RunRequestError(
             f"agent {agent} has no code here: it only names the agent of runs imported from logs made elsewhere"
         )
+    if agent.smoke_state == Agent.Smoke.FAILED:
+        raise RunRequestError(agent.smoke_refusal)
     try:
         limits.check()
     except ValueError as exc:
@@ -195,7 +197,10 @@ def batch_create(
 ) -> tuple[Batch, list[Run]]:
     """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
     written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them.
-    The batch records what was asked; an approved submission passes its own ``batch`` to get its runs."""
+    The batch records what was asked; an approved submission passes its own ``batch`` to get its runs. An agent
+    whose smoke test has not passed gets none."""
+    if agent.smoke_refusal:
+        raise RunRequestError(agent.smoke_refusal)
     tasks, versions, model = batch_request_check(
         agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
         limits=limits,

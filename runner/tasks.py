@@ -6,6 +6,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from .agents.smoke import agent_smoke_run
 from .execution import run_execute_next, stopping
 from .execution.evaluation import step_score
 from .execution.reaper import runs_reap
@@ -15,10 +16,12 @@ from .jobs import (
     REAP_RUNS,
     SCORE_IMPORT,
     SCORE_STEP,
+    SMOKE_TEST,
     START_NEXT_RUN,
     QueueUnreachable,
     import_score_time_limit_s,
     runs_send,
+    smoke_test_time_limit_s,
 )
 from .logs.imports import import_score
 
@@ -89,3 +92,15 @@ def score_step(step_id: int) -> None:
 def score_import(run_id: int) -> None:
     """Score an imported run's final workspace (an upload's run waits for it)."""
     import_score(run_id)
+
+
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    name=SMOKE_TEST,
+    soft_time_limit=smoke_test_time_limit_s(),
+    time_limit=smoke_test_time_limit_s() + JOB_GRACE_S,
+)
+def smoke_test(agent_id: int) -> None:
+    """Smoke-test an uploaded agent (``runner.agents.smoke``): its upload's page and the API wait for it."""
+    agent_smoke_run(agent_id)

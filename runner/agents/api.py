@@ -38,7 +38,7 @@ class SubmissionSerializer(serializers.ModelSerializer):
     tasks = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
     state = serializers.ChoiceField(
         choices=Batch.State.choices,
-        help_text="uploaded / smoke_tested (waiting for approval: the agent not smoke-tested, or smoke-tested), "
+        help_text="uploaded (waiting for the agent's smoke test) / smoke_tested (waiting for approval), "
         "rejected, approved (its runs all queued), running (some started, not all ended), done (all ended)",
     )
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
@@ -183,13 +183,27 @@ class SubmissionViewSet(viewsets.GenericViewSet):
 
 class AgentVersionSerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    smoke_state = serializers.ChoiceField(
+        choices=Agent.Smoke.choices,
+        help_text="an uploaded package's smoke test: pending (waiting for a worker), passed, failed; empty: none "
+        "needed (built in, or imported by staff)",
+    )
+    smoke_error = serializers.SerializerMethodField(
+        help_text="why the smoke test failed, with the agent's stderr tail (to its owner and staff; others: empty)"
+    )
 
     class Meta:
         model = Agent
         fields = [
             "name", "version", "kind", "entrypoint", "description", "uses_llm", "default_model", "owner",
-            "visibility", "package_digest", "created_at",
+            "visibility", "package_digest", "smoke_state", "smoke_error", "smoke_tested_at", "created_at",
         ]  # fmt: skip
+
+    def get_smoke_error(self, agent: Agent) -> str:
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        shown = user is not None and (is_staff(user) or (user.is_authenticated and agent.owner_id == user.pk))
+        return agent.smoke_error if shown else ""
 
 
 class AgentSerializer(serializers.Serializer):
@@ -256,24 +270,27 @@ class AgentViewSet(viewsets.GenericViewSet):
         visible = agents_list(viewer=request.user)
         names = self.paginate_queryset(visible.order_by("name").values_list("name", flat=True).distinct())
         agents = AgentSerializer.grouped(list(visible.filter(name__in=names)))
-        return self.get_paginated_response(AgentSerializer(agents, many=True).data)
+        return self.get_paginated_response(AgentSerializer(agents, many=True, context={"request": request}).data)
 
     def retrieve(self, request, name=None):
         try:
             versions = agent_versions(viewer=request.user, name=name)
         except Agent.DoesNotExist:
             raise NotFound(f"no agent {name}") from None
-        return Response(AgentSerializer(AgentSerializer.grouped(versions)[0]).data)
+        return Response(AgentSerializer(AgentSerializer.grouped(versions)[0], context={"request": request}).data)
 
     @extend_schema(
         request={"multipart/form-data": AgentUploadSerializer},
         responses={201: AgentUploadAnswerSerializer, 200: AgentUploadAnswerSerializer, **errors(403, 429)},
     )
     def create(self, request):
-        """Upload an agent package, as `import_agent` imports one, after a smoke test in the sandbox (the agent
-        must answer its first message within BENCH_AGENT_SMOKE_TIMEOUT_S), within the request. A name belongs to
-        whoever uploaded it first. 201: a new version; 200: the same files were uploaded before (that version);
-        400: refused, naming why (with the agent's stderr tail), and nothing kept."""
+        """Upload an agent package, as `import_agent` imports one. It is stored and smoke-tested by a worker (the
+        agent must answer its first message in the sandbox within BENCH_AGENT_SMOKE_TIMEOUT_S): the answer comes at
+        once with `smoke_state` pending; `GET /api/v1/agents/{name}/` shows it passed, or failed with
+        `smoke_error` (the agent's stderr tail). No run of it is queued before it passes. A name belongs to whoever
+        uploaded it first. 201: a new version (or new files for a version whose smoke test failed); 200: the same
+        files were uploaded before (that version, tested again if its test had failed); 400: refused, naming why,
+        and nothing kept."""
         upload = AgentUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
@@ -286,5 +303,5 @@ class AgentViewSet(viewsets.GenericViewSet):
             )
         except AgentPackageError as exc:
             raise serializers.ValidationError({"package": [str(exc)]}) from None
-        answer = AgentVersionSerializer(agent).data | {"created": created}
+        answer = AgentVersionSerializer(agent, context={"request": request}).data | {"created": created}
         return Response(answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

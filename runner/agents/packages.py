@@ -29,14 +29,13 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, IntegrityError, transaction
-from django.utils import timezone
 
 from task_bank.archive import PackageLimits, extracted, upload_saved
 from task_bank.package import TaskPackageError, iter_files, package_digest
 
+from ..jobs import smoke_test_enqueue
 from ..models import Agent
 from .builtin import BUILTIN_AGENTS
-from .smoke import AgentSmokeError, agent_smoke_test
 
 RESERVED_NAMES = {"new"}
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -143,18 +142,6 @@ def _config_walk(value: object, path: str, key: str | None = None):
             yield from _config_walk(child, f"{path}[{index}]")
 
 
-def _smoke_test(package: Path, data: dict) -> None:
-    try:
-        agent_smoke_test(
-            package=package,
-            entrypoint=data["entrypoint"],
-            config=data.get("config", {}),
-            uses_llm=bool(data.get("uses_llm", False)),
-        )
-    except AgentSmokeError as exc:
-        raise AgentPackageError(f"the smoke test failed: {exc}") from exc
-
-
 def _entrypoint_exists(root: Path, module: str) -> bool:
     path = root.joinpath(*module.split("."))
     return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
@@ -174,8 +161,10 @@ def agent_import(
     files. A private agent, its runs and steps are shown only to its owner and staff.
 
     An upload passes ``only_own_names`` (a name that has versions of someone else's, or of nobody's, is refused)
-    and ``smoke_test`` (the agent must answer a start message in its sandbox, ``runner.agents.smoke``, before
-    anything is kept). ``description`` replaces agent.toml's."""
+    and ``smoke_test``: the agent is stored waiting for its smoke test (``Agent.Smoke.PENDING``), which a worker
+    runs (``runner.agents.smoke.agent_smoke_run``); no run of it is queued before it passes. A version whose smoke
+    test failed never ran: uploading it again tests it again, with the same files or with new ones in their place.
+    ``description`` replaces agent.toml's."""
     unpacked = extracted(Path(source), expected="an agent folder with agent.toml", limits=agent_package_limits())
     try:
         with unpacked as root:
@@ -183,65 +172,90 @@ def agent_import(
             _name_check(data, owner=owner, only_own_names=only_own_names)
             digest = package_digest(root)
             existing = Agent.objects.filter(name=data["name"], version=data["version"]).first()
-            if existing is not None:
-                if existing.package_digest == digest:
-                    return existing, False
+            retest = smoke_test and existing is not None and existing.smoke_state == Agent.Smoke.FAILED
+            if existing is not None and existing.package_digest == digest:
+                return (_smoke_again(existing) if retest else existing), False
+            if existing is not None and not retest:
                 raise _version_taken(data)
-            dest, placed = _package_place(root, data, digest=digest, smoke_test=smoke_test)
+            dest, placed = _package_place(root, digest=digest)
     except TaskPackageError as exc:
         raise AgentPackageError(str(exc)) from exc
-    return _agent_create(
+    fields = _agent_fields(
         data,
         digest=digest,
         dest=dest,
-        placed=placed,
-        owner=owner,
-        visibility=visibility,
         description=data.get("description", "") if description is None else description,
-        smoke_tested=smoke_test,
+        smoke_test=smoke_test,
     )
+    if retest:
+        return _agent_replace(existing, fields, placed=placed), True
+    return _agent_create(fields, owner=owner, visibility=visibility, placed=placed)
 
 
-def _agent_create(
-    data: dict,
-    *,
-    digest: str,
-    dest: Path,
-    placed: bool,
-    owner: AbstractBaseUser | None,
-    visibility: str,
-    description: str,
-    smoke_tested: bool,
-) -> tuple[Agent, bool]:
-    """The agent's row for the package in ``dest``, and True; the agent another import wrote meanwhile with the same
-    name, version and files, and False. The folder this import placed goes when no row uses it."""
+def _agent_fields(data: dict, *, digest: str, dest: Path, description: str, smoke_test: bool) -> dict:
+    """An Agent row's fields for the package in ``dest``: waiting for its smoke test when one is asked for."""
+    return {
+        "name": data["name"],
+        "version": data["version"],
+        "kind": Agent.Kind.PACKAGE,
+        "entrypoint": data["entrypoint"],
+        "package_digest": digest,
+        "package_path": str(dest),
+        "description": description,
+        "uses_llm": data.get("uses_llm", False),
+        "default_model": data.get("default_model", ""),
+        "config": data.get("config", {}),
+        **_smoke_fields(Agent.Smoke.PENDING if smoke_test else Agent.Smoke.NONE),
+    }
+
+
+def _smoke_fields(state: str) -> dict:
+    return {
+        "smoke_state": state,
+        "smoke_error": "",
+        "smoke_attempts": 0,
+        "smoke_sent_at": None,
+        "smoke_tested_at": None,
+    }
+
+
+def _smoke_again(agent: Agent) -> Agent:
+    """The agent whose smoke test failed, waiting for a new one (its files are unchanged)."""
+    Agent.objects.filter(pk=agent.pk, smoke_state=Agent.Smoke.FAILED).update(**_smoke_fields(Agent.Smoke.PENDING))
+    agent.refresh_from_db()
+    return agent
+
+
+def _agent_create(fields: dict, *, owner: AbstractBaseUser | None, visibility: str, placed: bool) -> tuple[Agent, bool]:
+    """The agent's row for the package in ``fields``, and True; the agent another import wrote meanwhile with the
+    same name, version and files, and False. The folder this import placed goes when no row uses it."""
+    dest, digest = Path(fields["package_path"]), fields["package_digest"]
     try:
         with transaction.atomic():
-            agent = Agent.objects.create(
-                name=data["name"],
-                version=data["version"],
-                kind=Agent.Kind.PACKAGE,
-                entrypoint=data["entrypoint"],
-                package_digest=digest,
-                package_path=str(dest),
-                description=description,
-                uses_llm=data.get("uses_llm", False),
-                default_model=data.get("default_model", ""),
-                config=data.get("config", {}),
-                owner=owner,
-                visibility=visibility,
-                smoke_tested_at=timezone.now() if smoke_tested else None,
-            )
+            agent = Agent.objects.create(**fields, owner=owner, visibility=visibility)
     except IntegrityError:  # the same name and version, written meanwhile by another import
-        existing = Agent.objects.get(name=data["name"], version=data["version"])
+        existing = Agent.objects.get(name=fields["name"], version=fields["version"])
         if existing.package_digest != digest:
             _remove_unused(dest, digest, placed=placed)
-            raise _version_taken(data) from None
+            raise _version_taken(fields) from None
         return existing, False
     except BaseException:
         _remove_unused(dest, digest, placed=placed)
         raise
     return agent, True
+
+
+def _agent_replace(agent: Agent, fields: dict, *, placed: bool) -> Agent:
+    """Put new files in the place of a version whose smoke test failed (it never ran), waiting for a new test; the
+    old files go when no row uses them. Refused if the version was tested again meanwhile."""
+    old = Path(agent.package_path), agent.package_digest
+    replaced = Agent.objects.filter(pk=agent.pk, smoke_state=Agent.Smoke.FAILED, package_digest=old[1]).update(**fields)
+    if not replaced:
+        _remove_unused(Path(fields["package_path"]), fields["package_digest"], placed=placed)
+        raise _version_taken(fields)
+    _remove_unused(*old, placed=True)
+    agent.refresh_from_db()
+    return agent
 
 
 def _manifest_read(root: Path) -> dict:
@@ -287,13 +301,11 @@ def _version_taken(data: dict) -> AgentPackageError:
     )
 
 
-def _package_place(root: Path, data: dict, *, digest: str, smoke_test: bool) -> tuple[Path, bool]:
-    """The package's folder in the data folder, named by its digest (smoke-tested first when asked); returns it and
-    whether this import put it in place (and so removes it if the agent's row is not written)."""
+def _package_place(root: Path, *, digest: str) -> tuple[Path, bool]:
+    """The package's folder in the data folder, named by its digest; returns it and whether this import put it in
+    place (and so removes it if the agent's row is not written)."""
     dest = Path(settings.BENCH_DATA_DIR) / "agent_packages" / digest
     if dest.exists():
-        if smoke_test:
-            _smoke_test(dest, data)
         return dest, False
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".tmp-"))
@@ -304,8 +316,6 @@ def _package_place(root: Path, data: dict, *, digest: str, smoke_test: bool) -> 
             (tmp / rel).chmod(0o644)
         for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
             folder.chmod(0o755)  # readable by the sandbox user the agent runs as
-        if smoke_test:
-            _smoke_test(tmp, data)
         try:
             tmp.rename(dest)
             return dest, True
@@ -346,8 +356,9 @@ def _remove_unused(dest: Path, digest: str, *, placed: bool) -> None:
 def agent_upload(
     *, upload: UploadedFile, submitter: AbstractBaseUser, visibility: str, description: str = ""
 ) -> tuple[Agent, bool]:
-    """A submitter's upload (a zip): imported as ``import_agent`` does, under a name of the submitter's own, once
-    its smoke test passed; returns the agent and whether it is new (identical files: the agent uploaded before)."""
+    """A submitter's upload (a zip): imported as ``import_agent`` does, under a name of the submitter's own, and
+    smoke-tested by a worker (the job is sent once this commits); returns the agent and whether it is new (identical
+    files: the agent uploaded before, tested again if its test had failed)."""
     if upload.size > settings.BENCH_AGENT_UPLOAD_MAX_BYTES:
         raise AgentPackageError(
             f"the upload is {upload.size} bytes; an agent package may be at most "
@@ -356,7 +367,7 @@ def agent_upload(
     if visibility not in Agent.Visibility.values:
         raise AgentPackageError(f"visibility {visibility!r}: expected one of {', '.join(Agent.Visibility.values)}")
     with upload_saved(upload, prefix="agent-upload-") as path:
-        return agent_import(
+        agent, created = agent_import(
             source=path,
             owner=submitter,
             visibility=visibility,
@@ -364,3 +375,6 @@ def agent_upload(
             only_own_names=True,
             smoke_test=True,
         )
+    if agent.smoke_state == Agent.Smoke.PENDING and agent.smoke_sent_at is None:
+        smoke_test_enqueue(agent.pk)
+    return agent, created

@@ -1,8 +1,12 @@
 """The smoke test of an uploaded agent package: started in the agent sandbox as a run starts it, sent the first
 message of a tiny built-in task, it must answer with a protocol message within ``BENCH_AGENT_SMOKE_TIMEOUT_S``.
 
-An agent that crashes on import, exits, writes something that is not a protocol message or stays silent is
-refused before anything of it is kept; the reason comes with the tail of what it wrote to stderr.
+It runs on a worker (the job ``runner.smoke_test``: ``agent_smoke_run``), never within the upload's request: the
+upload stores the package waiting for it (``Agent.Smoke.PENDING``), and the agent's page and the API show where it
+is. An agent that crashes on import, exits, writes something that is not a protocol message or stays silent fails
+it, with the tail of what it wrote to stderr; no run of it is queued, and the submissions that waited for it are
+rejected with that reason. One that passes has the submissions that waited for it decided as they would have been
+at once (``submissions.submissions_after_smoke``).
 """
 
 from __future__ import annotations
@@ -12,14 +16,17 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
 
 from ..actions import catalogue_for_agent
 from ..actions.handlers import HANDLERS, LLM_HANDLERS
 from ..execution.agent_process import agent_popen
 from ..execution.protocol import AgentChannel, AgentExited, BadMessage
 from ..execution.sandboxes import get_sandbox
-from ..models import Run, RunLimits
+from ..models import Agent, Run, RunLimits
 from ..sandbox import SandboxError
+from .submissions import submissions_after_smoke
 
 STDERR_TAIL_CHARS = 2000
 
@@ -34,6 +41,9 @@ SMOKE_TASK = {
 
 
 SMOKE_MODEL = "smoke-test-model"
+
+#: Smoke-test jobs started for one agent before it is failed: each one that never ended lost its worker.
+SMOKE_MAX_ATTEMPTS = 3
 
 
 class AgentSmokeError(Exception):
@@ -93,3 +103,35 @@ def agent_smoke_test(
         tail = channel.stderr_tail.text()[-STDERR_TAIL_CHARS:].strip()
         said = f"its stderr ends:\n{tail}" if tail else "it wrote nothing to stderr"
         raise AgentSmokeError(f"{reason}; {said}")
+
+
+def agent_smoke_run(agent_id: int) -> str:
+    """The smoke-test job: test a pending agent, record how it went (``Agent.Smoke``), then decide the submissions
+    that waited for it. A job that finds the agent no longer pending (another job tested it) does nothing. Returns
+    the state the agent is in."""
+    pending = Agent.objects.filter(pk=agent_id, smoke_state=Agent.Smoke.PENDING)
+    claimed = pending.filter(smoke_attempts__lt=SMOKE_MAX_ATTEMPTS).update(smoke_attempts=F("smoke_attempts") + 1)
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None or agent.smoke_state != Agent.Smoke.PENDING:
+        return agent.smoke_state if agent else ""
+    if not claimed:
+        state, error = (
+            Agent.Smoke.FAILED,
+            (
+                f"the smoke test was started {SMOKE_MAX_ATTEMPTS} times and never ended (its worker was lost each "
+                "time); upload the package again to test it once more"
+            ),
+        )
+    else:
+        try:
+            agent_smoke_test(
+                package=Path(agent.package_path), entrypoint=agent.entrypoint, config=agent.config,
+                uses_llm=agent.uses_llm,
+            )  # fmt: skip
+            state, error = Agent.Smoke.PASSED, ""
+        except AgentSmokeError as exc:
+            state, error = Agent.Smoke.FAILED, str(exc)
+    if pending.update(smoke_state=state, smoke_error=error, smoke_tested_at=timezone.now()):
+        agent.refresh_from_db()
+        submissions_after_smoke(agent=agent)
+    return Agent.objects.filter(pk=agent_id).values_list("smoke_state", flat=True).first() or ""

@@ -4,6 +4,8 @@ by staff. A submission is a ``Batch`` whose ``created_by`` asked for it; its run
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -12,8 +14,11 @@ from django.utils import timezone
 from bench.roles import is_staff, is_submitter
 from task_bank.models import Task
 
+from ..jobs import QueueUnreachable
 from ..models import Agent, Batch, Run, RunLimits
 from ..services import NO_LIMITS, RunRequestError, batch_create, batch_record, batch_request_check
+
+log = logging.getLogger(__name__)
 
 REASON_MAX = 2000
 
@@ -43,7 +48,8 @@ def submission_create(
     """Ask for ``repeats`` runs of ``agent`` on each task. Checked now as the runs would be (tasks that take runs,
     models among the enabled endpoints, limits, at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs); a submitter may ask
     only for their own agents. Staff's request is approved at once, a submitter's waits for staff unless
-    ``BENCH_AUTO_APPROVE_SUBMISSIONS``. Returns the submission and its runs (none while it waits)."""
+    ``BENCH_AUTO_APPROVE_SUBMISSIONS``; a request for an agent still waiting for its smoke test waits for it too
+    (``submissions_after_smoke``). Returns the submission and its runs (none while it waits)."""
     if not is_submitter(submitter):
         raise RunRequestError("sign in to ask for runs")
     if not agents_requestable(user=submitter).filter(pk=agent.pk).exists():
@@ -58,11 +64,32 @@ def submission_create(
         agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
         limits=limits, created_by=submitter, approval=Batch.Approval.PENDING,
     )  # fmt: skip
+    if agent.smoke_state == Agent.Smoke.PENDING:
+        return batch, []
     if is_staff(submitter):
         return batch, submission_approve(batch=batch, by=submitter)
     if settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
         return batch, submission_approve(batch=batch, by=None)
     return batch, []
+
+
+def submissions_after_smoke(*, agent: Agent) -> None:
+    """Decide the pending submissions of ``agent`` once its smoke test has ended: when it failed, each is rejected
+    with the reason; when it passed, those that would have been approved at once are (staff's own, or every one
+    with ``BENCH_AUTO_APPROVE_SUBMISSIONS``), the others wait for staff. One that cannot be approved now (a task
+    retired since) stays pending, logged."""
+    pending = Batch.objects.filter(agent=agent, approval=Batch.Approval.PENDING).select_related("created_by")
+    for batch in pending.order_by("pk"):
+        try:
+            if agent.smoke_state == Agent.Smoke.FAILED:
+                with transaction.atomic():
+                    _decide(batch=batch, approval=Batch.Approval.REJECTED, by=None, reason=agent.smoke_refusal)
+            elif agent.smoke_state == Agent.Smoke.PASSED and is_staff(batch.created_by):
+                submission_approve(batch=batch, by=batch.created_by)
+            elif agent.smoke_state == Agent.Smoke.PASSED and settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
+                submission_approve(batch=batch, by=None)
+        except (RunRequestError, QueueUnreachable) as exc:
+            log.warning("submission %s after its agent's smoke test: %s", batch.pk, exc)
 
 
 def _decide(*, batch: Batch, approval: str, by: AbstractBaseUser | None, reason: str = "") -> None:

@@ -36,15 +36,23 @@ def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
         versions = agent_versions(viewer=request.user, name=name)
     except Agent.DoesNotExist:
         raise Http404(f"no agent {name}") from None
+    is_owner = request.user.is_authenticated and versions[0].owner_id == request.user.pk
+    versions_context = {
+        "versions": versions,
+        "smoke_pending": any(agent.smoke_state == Agent.Smoke.PENDING for agent in versions),
+        "can_see_smoke_errors": is_owner or is_staff(request.user),
+    }
+    if request.GET.get("part") == "versions":  # the versions table polls while a smoke test waits
+        return render(request, "runner/agent_detail.html#versions", versions_context)
     runs = list(runs_list(viewer=request.user, agent=name)[: AGENT_PAGE_RUNS + 1])  # one more: are there more?
     context = {
         "name": name,
         "latest": versions[0],
-        "versions": versions,
+        **versions_context,
         "runs": runs[:AGENT_PAGE_RUNS],
         "runs_more": len(runs) > AGENT_PAGE_RUNS,
         "ranked": agent_ranked_counts(viewer=request.user, name=name),
-        "is_owner": request.user.is_authenticated and versions[0].owner_id == request.user.pk,
+        "is_owner": is_owner,
         **agent_requests(request=request, name=name, latest=versions[0]),
     }
     return render(request, "runner/agent_detail.html", context)
@@ -61,8 +69,8 @@ def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
 
 @login_required
 def agent_upload_view(request: HttpRequest) -> HttpResponse:
-    """Upload an agent package: validated as ``import_agent`` does and smoke-tested in the sandbox, within the
-    request; refused with the reason (nothing kept), or the agent's page."""
+    """Upload an agent package: validated as ``import_agent`` does (refused with the reason, nothing kept), stored,
+    and smoke-tested by a worker; the agent's page shows the test as it goes."""
     form = AgentUploadForm(request.POST or None, request.FILES or None)
     status = 200
     if request.method == "POST" and form.is_valid():
@@ -81,7 +89,11 @@ def agent_upload_view(request: HttpRequest) -> HttpResponse:
                 status = 400
             else:
                 if created:
-                    messages.success(request, f"{agent} uploaded: it passed its smoke test")
+                    messages.success(request, f"{agent} uploaded: its smoke test waits for a worker (shown below)")
+                elif agent.smoke_state == Agent.Smoke.PENDING:
+                    messages.info(
+                        request, f"these files are already uploaded as {agent}: its smoke test waits for a worker"
+                    )
                 else:
                     messages.info(request, f"these files are already uploaded as {agent}")
                 return redirect(reverse("runner:agent_detail", args=[agent.name]))

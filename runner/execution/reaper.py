@@ -1,7 +1,8 @@
 """The reaper: live runs whose worker stopped sending heartbeats are queued again (the new attempt resumes from
 the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs whose
 message the job queue lost, or that could not be sent (it was unreachable), are sent again, and so are the scoring
-jobs of imported runs that still wait for their score; scratch folders that outlived their run's attempt are
+jobs of imported runs that still wait for their score and the smoke tests of uploaded agents that still wait for
+theirs; scratch folders that outlived their run's attempt are
 removed; workers not heard of for days are forgotten."""
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from ..jobs import (
     messages_waiting,
     run_enqueue,
     runs_send,
+    smoke_test_send,
+    smoke_test_time_limit_s,
 )
-from ..models import Run
+from ..models import Agent, Run
 from ..workspace.mounts import remove_tree
 from .evaluation import STEP_SCORE_SCRATCH
 from .validation import fail_validation_if_needed
@@ -67,6 +70,7 @@ def runs_reap(
             failed.append(run.pk)
     resent = [] if queue_down else runs_resend(resend_after_s=resend_after_s)
     rescored = [] if queue_down else imports_rescore(resend_after_s=resend_after_s)
+    smoke_tests = [] if queue_down else smokes_resend(resend_after_s=resend_after_s)
     swept = [str(path) for path in scratch_sweep()]
     forgotten = workers_forget()
     return {
@@ -74,6 +78,7 @@ def runs_reap(
         "failed": failed,
         "resent": resent,
         "rescored": rescored,
+        "smoke_tests": smoke_tests,
         "swept": swept,
         "forgotten": forgotten,
     }
@@ -96,6 +101,27 @@ def imports_rescore(*, resend_after_s: float | None = None) -> list[int]:
             log.warning("%s", exc)
             break
         sent.append(run_id)
+    return sent
+
+
+def smokes_resend(*, resend_after_s: float | None = None) -> list[int]:
+    """Send again the smoke-test jobs of uploaded agents that wait for theirs: a job never sent (the job queue was
+    unreachable) once ``resend_after_s`` has passed since the upload, and one sent longer ago than it can last (its
+    worker died or the queue lost it). The ids of the agents sent for. (A job that finds its agent tested already
+    does nothing; one started ``smoke.SMOKE_MAX_ATTEMPTS`` times fails the test.)"""
+    resend_after_s = resend_after_s if resend_after_s is not None else settings.BENCH_RESEND_AFTER_S
+    now = timezone.now()
+    never_sent = Q(smoke_sent_at__isnull=True, created_at__lt=now - timedelta(seconds=resend_after_s))
+    outlived = Q(smoke_sent_at__lt=now - timedelta(seconds=smoke_test_time_limit_s() + 2 * JOB_GRACE_S))
+    waiting = Agent.objects.filter(smoke_state=Agent.Smoke.PENDING).filter(never_sent | outlived)
+    sent: list[int] = []
+    for agent_id in waiting.order_by("pk").values_list("pk", flat=True):
+        try:
+            smoke_test_send(agent_id)
+        except QueueUnreachable as exc:
+            log.warning("%s", exc)
+            break
+        sent.append(agent_id)
     return sent
 
 

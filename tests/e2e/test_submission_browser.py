@@ -42,12 +42,13 @@ def test_a_new_user_uploads_asks_for_runs_staff_approve_and_the_agent_is_ranked_
     page.click("form.account-form button[type=submit]")
     page.wait_for_selector("header.top a.username:text('grace')")
 
-    # ... uploads the example agent (smoke-tested in the sandbox) ...
+    # ... uploads the example agent; the worker smoke-tests it in the sandbox while its page waits ...
     page.goto(f"{live_server.url}/agents/")
     page.click("text=Upload an agent")
     page.set_input_files("input[name=package]", str(package))
     page.click("form.agent-upload button[type=submit]")
     page.wait_for_url(f"{live_server.url}/agents/example-agent/")
+    page.wait_for_selector("table.agent-versions td.smoke-passed", timeout=120_000)
 
     # ... and asks for runs of it on the tiny task, from its page.
     form = page.locator("form.run-request")

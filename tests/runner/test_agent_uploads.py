@@ -1,10 +1,12 @@
-"""Agent uploads on the site and the API: checked as import_agent checks a package, smoke-tested in the real bwrap
-sandbox (the agent must answer its first message in time), stored by digest, a name kept to its owner."""
+"""Agent uploads on the site and the API: checked as import_agent checks a package, stored by digest, a name kept to
+its owner, and smoke-tested in the real bwrap sandbox by its job (the agent must answer its first message in time),
+never within the upload's request."""
 
 import io
 import re
 import tempfile
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,14 +14,22 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from bench.shared_cache import counts_clear
 from runner.agents import packages as agent_packages
 from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse, agent_upload
+from runner.agents.smoke import SMOKE_MAX_ATTEMPTS, agent_smoke_run
+from runner.agents.submissions import submission_create
+from runner.execution.reaper import smokes_resend
+from runner.jobs import JOB_GRACE_S, smoke_test_time_limit_s
 from runner.models import Agent
+from runner.services import RunRequestError
 from runner.throttles import AgentUploadThrottle
 
+from ..brokers import use_broker
 from ..factories import AgentFactory, RunFactory
+from ..integration.conftest import REDIS_URL
 from ..task_bank.test_curation import ZIP_TRICKS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "example-agent"
@@ -75,8 +85,15 @@ def bob(django_user_model):
     return django_user_model.objects.create_user("bob", password="x")
 
 
+def smoke_tested(agent: Agent) -> Agent:
+    """The agent after its smoke-test job ran (as a worker runs it: tests/integration has the worker's own)."""
+    agent_smoke_run(agent.pk)
+    agent.refresh_from_db()
+    return agent
+
+
 @pytest.mark.django_db
-def test_a_good_upload_is_stored_by_digest_and_shown_on_its_page(client, alice, settings):
+def test_a_good_upload_is_stored_by_digest_and_smoke_tested_by_its_job_not_the_request(client, alice, settings):
     client.force_login(alice)
     answer = client.post(
         "/agents/new/", {"package": example_zip(), "description": "Mine.", "visibility": "public"}, follow=True
@@ -87,11 +104,21 @@ def test_a_good_upload_is_stored_by_digest_and_shown_on_its_page(client, alice, 
     assert Path(agent.package_path) == Path(settings.BENCH_DATA_DIR) / "agent_packages" / agent.package_digest
     assert (Path(agent.package_path) / "example_agent.py").is_file()
     assert answer.redirect_chain[-1][0] == "/agents/example-agent/"
-    assert "example-agent@1 uploaded: it passed its smoke test" in answer.content.decode()
+    page = answer.content.decode()
+    assert "example-agent@1 uploaded: its smoke test waits for a worker (shown below)" in page
+    assert (agent.smoke_state, agent.smoke_tested_at, agent.smoke_attempts) == ("pending", None, 0)
+    assert 'hx-trigger="every 2s"' in page and "waiting for a worker" in page  # the versions table polls
+
+    assert smoke_tested(agent).smoke_state == "passed" and agent.smoke_attempts == 1
+    versions = client.get("/agents/example-agent/?part=versions").content.decode()
+    assert "passed " in versions and "every 2s" not in versions
+    assert agent_smoke_run(agent.pk) == "passed" and smoke_tested(agent).smoke_attempts == 1  # a second job: nothing
 
 
 @pytest.mark.django_db
-def test_a_package_that_crashes_on_import_is_refused_with_its_error_and_nothing_kept(client, alice, settings):
+def test_a_package_that_crashes_on_import_fails_its_smoke_test_with_its_error_and_gets_no_runs(
+    client, alice, bob, settings, tiny_task
+):
     before = leftovers(settings)
     crashing = agent_zip(
         {
@@ -100,45 +127,73 @@ def test_a_package_that_crashes_on_import_is_refused_with_its_error_and_nothing_
         }
     )
     client.force_login(alice)
-    answer = client.post("/agents/new/", {"package": crashing, "visibility": "public"})
+    assert client.post("/agents/new/", {"package": crashing, "visibility": "public"}).status_code == 302
+    agent = smoke_tested(Agent.objects.get(name="crasher"))
 
-    assert answer.status_code == 400
-    page = answer.content.decode()
-    assert "the smoke test failed: the agent exited (code 1) before answering its first message" in page
-    assert "RuntimeError: missing weights: model.bin" in page
-    assert not Agent.objects.filter(name="crasher").exists()
-    assert leftovers(settings) == before
+    assert agent.smoke_state == "failed"
+    assert "the agent exited (code 1) before answering its first message" in agent.smoke_error
+    assert "RuntimeError: missing weights: model.bin" in agent.smoke_error
+    page = client.get("/agents/crasher/").content.decode()
+    assert "failed " in page and "RuntimeError: missing weights: model.bin" in page
+    client.force_login(bob)  # its stderr is its owner's (and staff's) to read
+    page = client.get("/agents/crasher/").content.decode()
+    assert "failed " in page and "missing weights" not in page
+    assert client.get("/api/v1/agents/crasher/").json()["versions"][0]["smoke_error"] == ""
+    with pytest.raises(RunRequestError, match="agent crasher@1 failed its smoke test .the agent exited"):
+        submission_create(submitter=alice, agent=agent, tasks=[tiny_task.task])
+    # Only the stored package stays: no scratch folder of the upload or the test.
+    assert leftovers(settings) - before == {agent.package_path}
 
 
 @pytest.mark.django_db
-def test_an_agent_that_never_answers_is_refused_at_the_time_limit(alice, settings):
+def test_an_agent_that_never_answers_fails_at_the_time_limit(alice, settings):
     settings.BENCH_AGENT_SMOKE_TIMEOUT_S = 1
-    before = leftovers(settings)
     silent = agent_zip(
         {
             "agent.toml": 'name = "silent"\nversion = "1"\nentrypoint = "silent"\n',
             "silent.py": "import sys, time\nprint('thinking', file=sys.stderr, flush=True)\ntime.sleep(3600)\n",
         }
     )
-    with pytest.raises(AgentPackageError) as refused:
-        agent_upload(upload=silent, submitter=alice, visibility="public")
+    agent, _ = agent_upload(upload=silent, submitter=alice, visibility="public")
 
-    assert "did not answer its first message within 1 s; its stderr ends:\nthinking" in str(refused.value)
-    assert not Agent.objects.filter(name="silent").exists()
-    assert leftovers(settings) == before
+    assert smoke_tested(agent).smoke_state == "failed"
+    assert "did not answer its first message within 1 s; its stderr ends:\nthinking" in agent.smoke_error
 
 
 @pytest.mark.django_db
-def test_an_answer_that_is_not_a_protocol_message_is_refused(alice):
+def test_an_answer_that_is_not_a_protocol_message_fails(alice):
     chatty = agent_zip(
         {
             "agent.toml": 'name = "chatty"\nversion = "1"\nentrypoint = "chatty"\n',
             "chatty.py": "print('hello, world', flush=True)\nimport time\ntime.sleep(60)\n",
         }
     )
-    with pytest.raises(AgentPackageError, match="the agent's first answer is not a protocol message: the line is not"):
-        agent_upload(upload=chatty, submitter=alice, visibility="public")
-    assert not Agent.objects.filter(name="chatty").exists()
+    agent, _ = agent_upload(upload=chatty, submitter=alice, visibility="public")
+    assert smoke_tested(agent).smoke_state == "failed"
+    assert "the agent's first answer is not a protocol message: the line is not" in agent.smoke_error
+
+
+@pytest.mark.django_db
+def test_a_version_that_failed_is_tested_again_when_uploaded_again_with_the_same_or_new_files(alice, settings):
+    broken = {
+        "agent.toml": 'name = "fixer"\nversion = "1"\nentrypoint = "fixer"\n',
+        "fixer.py": "raise SystemExit(3)\n",
+    }
+    agent, created = agent_upload(upload=agent_zip(broken), submitter=alice, visibility="public")
+    assert created and smoke_tested(agent).smoke_state == "failed"
+    old_folder = Path(agent.package_path)
+
+    again, created = agent_upload(upload=agent_zip(broken), submitter=alice, visibility="public")
+    assert (again.pk, created, again.smoke_state, again.smoke_error) == (agent.pk, False, "pending", "")
+    assert smoke_tested(again).smoke_state == "failed"
+
+    fixed = {**broken, "fixer.py": (EXAMPLE / "example_agent.py").read_text()}
+    replaced, created = agent_upload(upload=agent_zip(fixed), submitter=alice, visibility="public")
+    assert (replaced.pk, created, replaced.smoke_state) == (agent.pk, True, "pending")
+    assert replaced.package_digest != agent.package_digest and not old_folder.exists()
+    assert smoke_tested(replaced).smoke_state == "passed"
+    with pytest.raises(AgentPackageError, match="fixer@1 already exists with other files"):  # it passed: its files stay
+        agent_upload(upload=agent_zip(broken), submitter=alice, visibility="public")
 
 
 @pytest.mark.django_db
@@ -205,8 +260,10 @@ def test_the_api_uploads_and_lists_agents(client, alice, bob):
         "name": "example-agent", "version": "1", "kind": "package", "entrypoint": "example_agent",
         "description": "Reads the starter script, runs it, and submits: the smallest agent that uses the SDK.",
         "uses_llm": False, "default_model": "", "owner": "alice", "visibility": "private", "created": True,
-        "created_at": None, "package_digest": None,
+        "smoke_state": "pending", "smoke_error": "", "smoke_tested_at": None, "created_at": None,
+        "package_digest": None,
     }  # fmt: skip
+    smoke_tested(Agent.objects.get(name="example-agent"))
     again = client.post("/api/v1/agents/", {"package": example_zip(), "visibility": "private"})
     assert again.status_code == 200 and again.json()["created"] is False
 
@@ -260,6 +317,7 @@ def test_an_agent_that_uses_an_llm_is_smoke_tested_with_a_model_and_may_answer_w
     )
     agent, created = agent_upload(upload=asker, submitter=alice, visibility="public")
     assert created and agent.uses_llm
+    assert smoke_tested(agent).smoke_state == "passed", agent.smoke_error
 
 
 @pytest.mark.django_db
@@ -300,9 +358,12 @@ def test_import_agent_smoke_tests_on_request_and_the_upload_pages_name_is_reserv
     crasher.mkdir()
     (crasher / "agent.toml").write_text('name = "crasher"\nentrypoint = "crasher"\n')
     (crasher / "crasher.py").write_text("raise SystemExit('no weights here')\n")
-    with pytest.raises(CommandError, match="the smoke test failed: the agent exited .code 1.(.|\n)*no weights here"):
+    with pytest.raises(
+        CommandError,
+        match="crasher@1 is stored but failed its smoke test: the agent exited .code 1.(.|\n)*no weights here",
+    ):
         call_command("import_agent", str(crasher), "--smoke-test")
-    assert not Agent.objects.filter(name="crasher").exists()
+    assert Agent.objects.get(name="crasher").smoke_state == "failed"
 
     (crasher / "agent.toml").write_text('name = "new"\nentrypoint = "crasher"\n')
     with pytest.raises(CommandError, match="agent name 'new' is reserved"):
@@ -436,3 +497,33 @@ def test_a_row_the_database_refuses_leaves_no_package_folder(settings, scratch, 
         agent_import(source=folder)
     assert not Agent.objects.exists()
     assert leftovers(settings) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reaper_sends_a_smoke_test_never_sent_or_sent_longer_ago_than_it_can_last(alice, broker_down):
+    agent, _ = agent_upload(upload=example_zip(), submitter=alice, visibility="public")  # the queue is down: kept
+    assert agent.smoke_state == "pending" and agent.smoke_sent_at is None
+
+    assert smokes_resend(resend_after_s=3600) == []  # not waited long enough yet
+    assert smokes_resend(resend_after_s=0) == []  # the queue is still down
+    use_broker(REDIS_URL)
+    assert smokes_resend(resend_after_s=0) == [agent.pk]
+    assert Agent.objects.get(pk=agent.pk).smoke_sent_at is not None
+    assert smokes_resend(resend_after_s=0) == []  # sent just now: its job may be at work
+
+    lasted = timedelta(seconds=smoke_test_time_limit_s() + 2 * JOB_GRACE_S + 1)
+    Agent.objects.filter(pk=agent.pk).update(smoke_sent_at=timezone.now() - lasted)
+    assert smokes_resend(resend_after_s=0) == [agent.pk]  # lost: it would have ended by now
+
+    assert smoke_tested(agent).smoke_state == "passed"
+    Agent.objects.filter(pk=agent.pk).update(smoke_sent_at=timezone.now() - lasted)
+    assert smokes_resend(resend_after_s=0) == []  # tested: nothing waits
+
+
+@pytest.mark.django_db
+def test_a_smoke_test_started_again_and_again_by_lost_workers_fails_saying_so(alice):
+    agent, _ = agent_upload(upload=example_zip(), submitter=alice, visibility="public")
+    Agent.objects.filter(pk=agent.pk).update(smoke_attempts=SMOKE_MAX_ATTEMPTS)  # each start's worker was lost
+
+    assert smoke_tested(agent).smoke_state == "failed"
+    assert agent.smoke_error.startswith(f"the smoke test was started {SMOKE_MAX_ATTEMPTS} times and never ended")

@@ -18,6 +18,7 @@ from runner.jobs import (
     messages_waiting,
     queue_name,
     queue_names,
+    smoke_test_send,
 )
 from runner.services import run_create, run_fork
 from task_bank.services import task_import
@@ -99,9 +100,10 @@ def test_short_jobs_go_to_the_short_queue(tiny_task, redis_queues):
     run = run_create(task=tiny_task.task, agent=AgentFactory(), enqueue=False)
     step = StepFactory(run=run, index=0)
     job_send(SCORE_STEP, step.pk)
+    smoke_test_send(run.agent_id)
     celery_app.send_task("runner.reap_runs")
     jobs = [name for name, _, _ in messages(redis_queues, queue_name("short"))]
-    assert jobs == ["runner.score_step", "runner.reap_runs"]
+    assert jobs == ["runner.score_step", "runner.smoke_test", "runner.reap_runs"]
     assert redis_queues.llen(queue_name("runs")) == 0
 
 
@@ -136,7 +138,9 @@ def test_the_reaper_counts_and_resends_each_queue_apart(
 
 def test_every_job_has_a_time_limit_and_runs_are_acknowledged_late():
     jobs = {name: task for name, task in celery_app.tasks.items() if name.startswith("runner.")}
-    assert set(jobs) == {"runner.execute_run", "runner.score_step", "runner.score_import", "runner.reap_runs"}
+    assert set(jobs) == {
+        "runner.execute_run", "runner.score_step", "runner.score_import", "runner.reap_runs", "runner.smoke_test",
+    }  # fmt: skip
     for name, task in jobs.items():
         assert task.soft_time_limit and task.time_limit > task.soft_time_limit, name
     assert celery_app.tasks["runner.execute_run"].acks_late

