@@ -431,10 +431,18 @@ BENCH_LOCAL_MODEL = env_bool("BENCH_LOCAL_MODEL", False)
 BENCH_LOCAL_MODEL_PORT = env_int("BENCH_LOCAL_MODEL_PORT", 8011)
 BENCH_ALLOW_PREPARE_NETWORK = env_bool("BENCH_ALLOW_PREPARE_NETWORK", False)
 BENCH_WORKSPACE_LIMIT_MB = env_int("BENCH_WORKSPACE_LIMIT_MB", 2048)
-# A run's workspace on a filesystem of its own, of the limit's size (runner/workspace/mounts.py): "tmpfs" (the kernel
-# refuses the write over the limit; needs a root worker, and tmpfs pages are memory) or "none" (a plain folder
-# whose allocated blocks are counted after every action).
-BENCH_WORKSPACE_FS = os.environ.get("BENCH_WORKSPACE_FS") or ("tmpfs" if os.geteuid() == 0 else "none")
+# A run's workspace on a filesystem of its own, of the limit's size (runner/workspace/mounts.py), where the kernel
+# refuses the write over the limit (needs a root worker): "ext4" (a loop-mounted sparse image on the runs folder's
+# disk: the default where loop devices and mkfs.ext4 are at hand), "tmpfs" (in memory: a host holds what its runs
+# wrote in RAM; the default of a root worker without loop devices, e.g. in a container), or "none" (a plain folder
+# whose allocated blocks are counted after every action: the default of a worker that is not root).
+BENCH_WORKSPACE_FS = os.environ.get("BENCH_WORKSPACE_FS") or (
+    "none"
+    if os.geteuid() != 0
+    else "ext4"
+    if Path("/dev/loop-control").exists() and shutil.which("mkfs.ext4")
+    else "tmpfs"
+)
 BENCH_WORKSPACE_MAX_FILES = env_int("BENCH_WORKSPACE_MAX_FILES", 100_000)
 # A step's workspace as a zip download (the run page): refused past this many megabytes of files.
 BENCH_WORKSPACE_ZIP_MAX_MB = env_int("BENCH_WORKSPACE_ZIP_MAX_MB", 2048)

@@ -408,9 +408,10 @@ def test_more_files_than_a_walk_covers_is_an_error_not_a_snapshot_with_files_mis
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a sized workspace is mounted by a root worker")
 
 
-@pytest.fixture
-def sized_env(tmp_path, backend):
-    """An Environment on a sized workspace (20 MB, 500 inodes) in each isolating backend; unmounted afterwards."""
+@pytest.fixture(params=["ext4", "tmpfs"])
+def sized_env(request, tmp_path, backend):
+    """An Environment on a sized workspace (20 MB, 500 inodes) of each kind, in each isolating backend; unmounted
+    afterwards."""
     from runner.actions import Environment
     from runner.execution.sandboxes import get_sandbox
     from runner.workspace.mounts import remove_tree, workspace_layout
@@ -418,7 +419,7 @@ def sized_env(tmp_path, backend):
     workspace = tmp_path / "run" / "workspace-1"
     box = get_sandbox(backend)
     workspace_layout(
-        {}, workspace, BlobStore(tmp_path / "blobs"), read_only=set(), sandbox=box, filesystem="tmpfs",
+        {}, workspace, BlobStore(tmp_path / "blobs"), read_only=set(), sandbox=box, filesystem=request.param,
         limit_mb=20, max_files=500,
     )  # fmt: skip
     env = Environment(workspace=workspace, sandbox=box, python=box.python, workspace_limit_mb=20)
@@ -532,6 +533,42 @@ def test_deep_nesting_more_files_and_sparse_files_cannot_pass_the_sized_workspac
     run("clean.py")
     assert "sparse ok" in run("sparse.py")  # holes cost nothing; filling them would hit the limit
     assert "refused 28" in run("fill.py") and used_mb(env) <= 21
+
+
+@needs_root
+def test_an_ext4_workspace_holds_what_the_run_writes_on_disk_not_in_memory_and_gives_back_what_it_deletes(
+    tmp_path, backend
+):
+    from runner.actions import Environment
+    from runner.execution.sandboxes import get_sandbox
+    from runner.workspace.mounts import image_path, remove_tree, support_paths, workspace_layout
+
+    workspace = tmp_path / "run" / "workspace-1"
+    box = get_sandbox(backend)
+    workspace_layout(
+        {}, workspace, BlobStore(tmp_path / "blobs"), read_only=set(), sandbox=box, filesystem="ext4",
+        limit_mb=64, max_files=1000,
+    )  # fmt: skip
+    env = Environment(workspace=workspace, sandbox=box, python=box.python, workspace_limit_mb=64)
+    image = image_path(workspace)
+    try:
+        mounts = {line.split()[1]: line.split()[2] for line in Path("/proc/mounts").read_text().splitlines()}
+        assert mounts[str(support_paths(workspace)[1])] == "ext4"  # the upper layer is on the image, not a tmpfs
+        empty = image.stat().st_blocks * 512
+        assert empty < 4 << 20  # sparse: an empty 64 MB workspace costs little disk
+
+        written = write_and_run(env, "fill.py", "open('data.bin', 'wb').write(b'x' * (40 << 20)); print('ok')")
+        assert "ok" in written.observation
+        os.sync()
+        assert image.stat().st_blocks * 512 - empty >= 40 << 20  # on the disk of the runs folder
+        write_and_run(env, "clean.py", "import os; os.remove('data.bin')")
+        os.sync()
+        subprocess.run(["fstrim", str(support_paths(workspace)[1])], check=False, capture_output=True)
+        assert image.stat().st_blocks * 512 - empty < 8 << 20  # deleted: punched out of the image again
+    finally:
+        env.close()
+        remove_tree(workspace)
+    assert not image.exists() and not list((tmp_path / "run").iterdir())
 
 
 def test_without_a_sized_filesystem_a_repl_writer_over_the_limit_is_stopped_after_the_action(make_env):

@@ -137,7 +137,7 @@ def test_a_folder_listed_within_a_clock_tick_of_its_last_change_is_listed_again(
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0, reason="a root worker's bwrap sandbox")
-@pytest.mark.parametrize("filesystem", ["tmpfs", "none"])
+@pytest.mark.parametrize("filesystem", ["ext4", "tmpfs", "none"])
 def test_a_file_sandboxed_code_plants_among_read_only_files_is_in_the_next_snapshot(tmp_path, filesystem):
     store = BlobStore(tmp_path / "blobs")
     read_only = many_files(tmp_path / "src", 300)
