@@ -47,8 +47,8 @@ class AgentAdmin(admin.ModelAdmin):
         upload = reverse("runner:agent_upload")
         note = format_html(
             'To add an agent package, <a href="{}">upload it</a> (or <code>manage.py import_agent</code>): its '
-            "files are checked, stored by digest and smoke-tested in the sandbox by a worker. Here, change its description, "
-            "owner or visibility.",
+            "files are checked, stored by digest and smoke-tested in the sandbox by a worker. Here, change its "
+            "description, owner or visibility.",
             upload,
         )
         return [(None, {"fields": self.fields, "description": note})]
