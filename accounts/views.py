@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import FormView
 
 from bench.roles import roles_of
+from runner.selectors import stored_by
 
 from .forms import SignUpForm, TokenCreateForm
 from .selectors import user_agents, user_recent_runs, user_tokens
@@ -91,6 +92,8 @@ def _account_page(request: HttpRequest, *, new: NewToken | None = None, status: 
         "agents": user_agents(user=user),
         "runs": user_recent_runs(user=user),
         "tokens": user_tokens(user=user),
+        "stored_mb": stored_by(user.pk) / (1 << 20),
+        "stored_limit_mb": settings.BENCH_USER_MAX_STORED_MB,
         "token_form": TokenCreateForm(),
         "new": new,
     }

@@ -367,6 +367,17 @@ BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 # A submitter's request for runs is approved at once instead of waiting for staff.
 BENCH_AUTO_APPROVE_SUBMISSIONS = env_bool("BENCH_AUTO_APPROVE_SUBMISSIONS", False)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
+# The collector (runner/execution/collector.py): every this many seconds, the blobs nothing names that are older than
+# the grace period go (and agent package and prepared task folders nothing uses). `manage.py collect_blobs` does the
+# same at once.
+BENCH_BLOB_COLLECT_EVERY_S = env_float("BENCH_BLOB_COLLECT_EVERY_S", 86400.0)
+BENCH_BLOB_COLLECT_GRACE_S = env_float("BENCH_BLOB_COLLECT_GRACE_S", 86400.0)
+BENCH_BLOB_COLLECT_TIME_LIMIT_S = env_int("BENCH_BLOB_COLLECT_TIME_LIMIT_S", 3600)
+# What a run may add to the blob store (its snapshots' new files and full observations, after deduplication, on
+# disk), and all the runs of one submitter's agents together; 0: no limit. Past either, the run ends at a limit and
+# no new run of the submitter's agents is queued (nor a log of theirs imported) until runs are deleted.
+BENCH_RUN_MAX_STORED_MB = env_int("BENCH_RUN_MAX_STORED_MB", 4096)
+BENCH_USER_MAX_STORED_MB = env_int("BENCH_USER_MAX_STORED_MB", 20480)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
 CELERY_BEAT_SCHEDULE = {
@@ -376,6 +387,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runner.reap_runs",
         "schedule": BENCH_REAPER_EVERY_S,
         "options": {"expires": BENCH_REAPER_EVERY_S},
+    },
+    "collect-blobs": {
+        "task": "runner.collect_blobs",
+        "schedule": BENCH_BLOB_COLLECT_EVERY_S,
+        "options": {"expires": BENCH_BLOB_COLLECT_EVERY_S},
     },
 }
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")

@@ -51,8 +51,8 @@ class RunSerializer(serializers.ModelSerializer):
             "id", "task", "task_version", "agent", "agent_version", "model", "fast_model", "edit_model", "purpose",
             "status", "failure_kind", "error", "final_score", "improvement", "succeeded", "steps_count", "max_steps",
             "max_time_s", "max_tokens", "max_cost", "tokens_in", "tokens_out", "cost", "wall_seconds", "cpu_seconds",
-            "peak_memory_mb", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at", "started_at",
-            "finished_at", "queue_position", "origin", "score_pending",
+            "peak_memory_mb", "stored_bytes", "attempt", "sandbox", "batch", "forked_from", "fork_step", "created_at",
+            "started_at", "finished_at", "queue_position", "origin", "score_pending",
         ]  # fmt: skip
 
     def get_score_pending(self, run: Run) -> bool:

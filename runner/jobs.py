@@ -43,6 +43,7 @@ REAP_RUNS = "runner.reap_runs"
 SCORE_STEP = "runner.score_step"
 SCORE_IMPORT = "runner.score_import"
 SMOKE_TEST = "runner.smoke_test"
+COLLECT_BLOBS = "runner.collect_blobs"
 
 
 class QueueUnreachable(Exception):
@@ -57,8 +58,8 @@ class QueueUnreachable(Exception):
         super().__init__(message)
 
 
-#: The kind of work of the short jobs (step scoring, smoke tests, the reaper): no run is of it. (An imported run's
-#: scoring goes to the queue of its kind of run: ``import_score_send``.)
+#: The kind of work of the short jobs (step scoring, smoke tests, the reaper, the collector): no run is of it. (An
+#: imported run's scoring goes to the queue of its kind of run: ``import_score_send``.)
 SHORT_JOBS = "short"
 
 
@@ -81,7 +82,7 @@ def queue_names() -> list[str]:
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
     """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
     queue when it is sent."""
-    if name in (REAP_RUNS, SCORE_STEP, SMOKE_TEST):
+    if name in (REAP_RUNS, SCORE_STEP, SMOKE_TEST, COLLECT_BLOBS):
         return {"queue": queue_name(SHORT_JOBS)}
     return None
 

@@ -440,6 +440,9 @@ class Run(models.Model):
     wall_seconds = models.FloatField(default=0)
     cpu_seconds = models.FloatField(default=0)
     peak_memory_mb = models.FloatField(default=0)
+    stored_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="What the run added to the blob store on disk (new files only, after deduplication)."
+    )
 
     live_action = models.CharField(max_length=100, blank=True)
     live_output = models.TextField(blank=True)

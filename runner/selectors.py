@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.db import connection
-from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
 
@@ -498,3 +499,37 @@ def submissions_list(*, viewer: Viewer, approval: str | None = None) -> QuerySet
         )
         .order_by("-created_at", "-pk")
     )
+
+
+def stored_by(owner_id: int | None) -> int:
+    """The bytes on disk the runs of ``owner_id``'s agents added to the blob store (0 for agents of nobody's)."""
+    if owner_id is None:
+        return 0
+    return Run.objects.filter(agent__owner_id=owner_id).aggregate(total=Sum("stored_bytes"))["total"] or 0
+
+
+def storage_refusal(*, owner_id: int | None, run_bytes: int = 0, adding: int = 0) -> str:
+    """Why a run that has stored ``run_bytes`` may not store ``adding`` bytes more: past its own limit
+    (``BENCH_RUN_MAX_STORED_MB``) or past what the runs of its agent's owner may store together
+    (``BENCH_USER_MAX_STORED_MB``); "" when it may. ``adding`` counts in the owner's total too: pass what is not
+    counted in a run's ``stored_bytes`` yet."""
+    run_limit = settings.BENCH_RUN_MAX_STORED_MB << 20
+    if run_limit and run_bytes + adding > run_limit:
+        return (
+            f"the run stored {mb(run_bytes + adding)} of new files, more than a run may store "
+            f"({settings.BENCH_RUN_MAX_STORED_MB} MB, BENCH_RUN_MAX_STORED_MB)"
+        )
+    user_limit = settings.BENCH_USER_MAX_STORED_MB << 20
+    if user_limit and owner_id is not None:
+        total = stored_by(owner_id) + adding
+        if total > user_limit:
+            return (
+                f"the runs of this agent's owner store {mb(total)} of files, more than one submitter's runs may "
+                f"store together ({settings.BENCH_USER_MAX_STORED_MB} MB, BENCH_USER_MAX_STORED_MB); deleting "
+                "runs frees their space"
+            )
+    return ""
+
+
+def mb(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MB"

@@ -12,6 +12,7 @@ from task_bank.models import Task, TaskVersion
 
 from .jobs import run_enqueue, runs_enqueue, step_score_enqueue
 from .models import Agent, Batch, ModelEndpoint, ReviewTag, Run, RunLimits, Step
+from .selectors import storage_refusal
 
 NO_LIMITS = RunLimits()
 
@@ -198,9 +199,11 @@ def batch_create(
     """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
     written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them.
     The batch records what was asked; an approved submission passes its own ``batch`` to get its runs. An agent
-    whose smoke test has not passed gets none."""
+    whose smoke test has not passed gets none, nor one whose owner's runs store all they may."""
     if agent.smoke_refusal:
         raise RunRequestError(agent.smoke_refusal)
+    if refusal := storage_refusal(owner_id=agent.owner_id, adding=1):  # a new run must have room for a file
+        raise RunRequestError(refusal)
     tasks, versions, model = batch_request_check(
         agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
         limits=limits,

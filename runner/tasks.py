@@ -8,10 +8,12 @@ from django.conf import settings
 
 from .agents.smoke import agent_smoke_run
 from .execution import run_execute_next, stopping
+from .execution.collector import blobs_collect
 from .execution.evaluation import step_score
 from .execution.reaper import runs_reap
 from .execution.workers import worker_stopping
 from .jobs import (
+    COLLECT_BLOBS,
     JOB_GRACE_S,
     REAP_RUNS,
     SCORE_IMPORT,
@@ -104,3 +106,14 @@ def score_import(run_id: int) -> None:
 def smoke_test(agent_id: int) -> None:
     """Smoke-test an uploaded agent (``runner.agents.smoke``): its upload's page and the API wait for it."""
     agent_smoke_run(agent_id)
+
+
+@shared_task(
+    ignore_result=True,
+    name=COLLECT_BLOBS,
+    soft_time_limit=settings.BENCH_BLOB_COLLECT_TIME_LIMIT_S,
+    time_limit=settings.BENCH_BLOB_COLLECT_TIME_LIMIT_S + JOB_GRACE_S,
+)
+def collect_blobs() -> dict:
+    """Periodic: remove the blobs nothing names any more, past their grace period (``execution/collector.py``)."""
+    return blobs_collect().as_json()

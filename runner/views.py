@@ -170,7 +170,8 @@ def _steps_context(run: Run, where: StepFilter, *, before: int | None = None, af
     for item in context["steps"]:
         item["tags"] = step_tags.get(item["step"].index, [])
     context["run_tags"] = own_tags
-    return context | {"last_index": last, "where": where, "tag_kinds": TAG_KINDS}
+    limit = settings.BENCH_RUN_MAX_STORED_MB
+    return context | {"last_index": last, "where": where, "tag_kinds": TAG_KINDS, "stored_limit_mb": limit}
 
 
 def _score_chart(run: Run) -> dict | None:

@@ -30,6 +30,7 @@ class Steps(Protocol):
     """What the conversation needs of the run it serves (``RunSession`` is one): its clock, and the steps."""
 
     step_index: int  # the index of the step the agent takes next
+    storage_refusal: str  # why the run may store nothing more ("" while it may): it takes no more steps
 
     def tick(self) -> None:
         """Raises when the run must stop (cancelled, out of time, lost); called by everything that waits."""
@@ -207,8 +208,15 @@ class Conversation:
         its peers. What is not counted is what was lost: the action that was running (done again) and the time
         off a worker (``Run.paused_seconds``)."""
         max_steps = self.run.max_steps
-        if self.steps.step_index < max_steps:
+        if self.steps.storage_refusal:  # what it stored already stays, and what it left is scored
+            told = error = self.steps.storage_refusal
+        elif self.steps.step_index >= max_steps:
+            told, error = (
+                f"the run reached its limit of {max_steps} steps",
+                f"reached the step limit of {max_steps} steps",
+            )
+        else:
             return None
-        self.channel.send({"type": "end", "reason": f"the run reached its limit of {max_steps} steps"})
+        self.channel.send({"type": "end", "reason": told})
         self.channel.finish(grace_s=5.0)
-        return Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"reached the step limit of {max_steps} steps")
+        return Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, error)

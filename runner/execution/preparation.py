@@ -130,15 +130,7 @@ def task_version_prepare(
                     writable_for_sandbox(work, sandbox.ids, sticky=False)
                     log = _run_prepare(work, version, sandbox, tick, on_output)
                     owned_by_root(work, sandbox.ids)  # what prepare.py made becomes shared, read-only task data
-                manifest: Manifest = {}
-                try:
-                    files = list(iter_files(work / "env"))
-                except TaskPackageError as exc:
-                    raise TaskPreparationError(f"after prepare.py, env/{exc}") from exc
-                for rel, path in files:
-                    sha, size = store.put_file(path, link=is_read_only(rel, version.read_only_patterns))
-                    manifest[rel] = [sha, size]
-                sha = store.manifest_save(manifest)
+                sha = _env_store(work, version, store)
                 (work / "prepared.json").write_text(json.dumps({"env_manifest": sha, "log": log}))
                 if root.exists():
                     shutil.rmtree(root)
@@ -147,6 +139,8 @@ def task_version_prepare(
                 shutil.rmtree(work, ignore_errors=True)
                 raise
         info = json.loads(marker.read_text())
+        if not _blobs_present(store, info["env_manifest"]):
+            info["env_manifest"] = _env_store(root, version, store)  # the collector took them: stored again
     return PreparedTask(
         version=version,
         root=root,
@@ -154,6 +148,27 @@ def task_version_prepare(
         env_manifest_sha=info["env_manifest"],
         prepare_log=info.get("log", ""),
     )
+
+
+def _env_store(root: Path, version: TaskVersion, store: BlobStore) -> str:
+    """Store a prepared folder's env/ files as blobs (read-only ones hard-linked); the sha of their manifest."""
+    manifest: Manifest = {}
+    try:
+        files = list(iter_files(root / "env"))
+    except TaskPackageError as exc:
+        raise TaskPreparationError(f"after prepare.py, env/{exc}") from exc
+    for rel, path in files:
+        sha, size = store.put_file(path, link=is_read_only(rel, version.read_only_patterns))
+        manifest[rel] = [sha, size]
+    return store.manifest_save(manifest)
+
+
+def _blobs_present(store: BlobStore, manifest_sha: str) -> bool:
+    """Whether a prepared task's env manifest and every blob it lists are stored (each has its time set to now, so
+    the collector keeps them while they are in use)."""
+    if not (store.fresh(manifest_sha)):
+        return False
+    return all(store.fresh(sha) for sha, _size in store.manifest_load(manifest_sha).values())
 
 
 def prepared_env_listing(version: TaskVersion, *, hidden: bool = False) -> list[dict] | None:

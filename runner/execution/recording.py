@@ -156,6 +156,10 @@ def _clean_entries(entries: object) -> dict:
     return {str(k)[:100]: (v if isinstance(v, str) else str(v))[:ENTRY_LIMIT] for k, v in entries.items()}
 
 
+#: The key of a step's action input that was too large to keep in its row: the whole of it is the blob "blob".
+STORED_INPUT = "(input too large to show)"
+
+
 def _bounded_input(action_input: object, store: BlobStore) -> object:
     try:
         text = json.dumps(action_input)
@@ -163,4 +167,4 @@ def _bounded_input(action_input: object, store: BlobStore) -> object:
         return {"(unserialisable input)": repr(action_input)[:ENTRY_LIMIT]}
     if len(text) <= INPUT_LIMIT:
         return action_input
-    return {"(input too large to show)": f"{len(text)} bytes", "blob": store.put_bytes(text.encode())}
+    return {STORED_INPUT: f"{len(text)} bytes", "blob": store.put_bytes(text.encode())}

@@ -29,6 +29,7 @@ from ..actions.catalogue import FINAL_ANSWER
 from ..jobs import QueueUnreachable, run_enqueue
 from ..models import Run, Step
 from ..sandbox import SandboxError
+from ..selectors import storage_refusal
 from ..text import db_text
 from ..workspace.fs import WalkLimitError
 from ..workspace.mounts import WorkspaceMountError, remove_tree
@@ -166,6 +167,8 @@ class RunSession(RunPulse):
         self.conversation: Conversation | None = None
         self.environment: Environment | None = None
         self.snapshotter = None
+        self.stored_counted = 0  # of self.store.added_bytes, what is charged to the run already
+        self.storage_refusal = ""  # why the run may store nothing more (then it takes no more steps)
 
     # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
@@ -260,6 +263,7 @@ class RunSession(RunPulse):
             ending = self.conversation.converse()
             self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
             final_sha, _ = self.snapshotter.take()
+            self.storage_count()
         fenced = Run.objects.filter(pk=self.run.pk, attempt=self.attempt)
         if not fenced.update(final_snapshot=final_sha, ending=ending.as_json()):
             raise LostOwnership()
@@ -447,7 +451,20 @@ class RunSession(RunPulse):
         self.step_index += 1
         self.current = None
         self.live_clear()
+        self.storage_count()
         return step
+
+    def storage_count(self) -> None:
+        """Charge the run what it added to the blob store since the last count (``Run.stored_bytes``); past its
+        storage limit, or its agent's owner's, the conversation ends it at a limit before its next step."""
+        added = self.store.added_bytes - self.stored_counted
+        if not added:
+            return
+        self.stored_counted += added
+        runs = Run.objects.filter(pk=self.run.pk)
+        runs.update(stored_bytes=F("stored_bytes") + added)
+        stored = runs.values_list("stored_bytes", flat=True).first() or 0
+        self.storage_refusal = storage_refusal(owner_id=self.run.agent.owner_id, run_bytes=stored)
 
     def record_interrupted(self, reason: str) -> None:
         """The action in progress when the run had to end is recorded too, saying why it did not finish."""

@@ -38,6 +38,7 @@ from ..execution.sandboxes import get_sandbox
 from ..jobs import import_score_enqueue
 from ..models import Agent, Run, Step
 from ..review import tags_auto
+from ..selectors import storage_refusal
 from ..text import db_json, db_text
 from ..workspace.snapshots import BlobStore, Manifest
 from .exports import OVERALL_TIME
@@ -162,10 +163,11 @@ def _folder_manifest(folder: Path, base: Manifest, store: BlobStore) -> Manifest
     return manifest
 
 
-def _snapshots_store(log: Log, prepared: PreparedTask, version: TaskVersion) -> tuple[list[str], str, Manifest]:
+def _snapshots_store(
+    log: Log, prepared: PreparedTask, version: TaskVersion, store: BlobStore
+) -> tuple[list[str], str, Manifest]:
     """The workspace after each step, stored as a run stores it (what differs from the task's manifest): each
     step's snapshot (a step without its folder in the log keeps the one before), the final one and its manifest."""
-    store = BlobStore()
     read_only = {p: entry for p, entry in prepared.env_manifest.items() if is_read_only(p, version.read_only_patterns)}
     snapshots, last, manifest = [], prepared.env_manifest_sha, prepared.env_manifest
     for index in range(len(log.steps)):
@@ -265,9 +267,13 @@ def trace_import(
                 prepared = task_version_prepare(version)
             except TaskPreparationError as exc:
                 raise TraceImportError(f"task {version} could not be prepared to score the run: {exc}") from exc
-            snapshots, last, final_manifest = _snapshots_store(log, prepared, version)
+            store = BlobStore()
+            snapshots, last, final_manifest = _snapshots_store(log, prepared, version, store)
     except TaskPackageError as exc:
         raise TraceImportError(str(exc)) from exc
+    owner_id = owner.pk if owner is not None else None
+    if refusal := storage_refusal(owner_id=owner_id, adding=store.added_bytes):  # the blobs go with the collector
+        raise TraceImportError(f"the log cannot be stored: {refusal}")
     result = None if score_later else _score(prepared, final_manifest)
     return _run_record(
         log=log,
@@ -279,6 +285,7 @@ def trace_import(
         initial=prepared.env_manifest_sha,
         final=last,
         result=result,
+        stored_bytes=store.added_bytes,
     )
 
 
@@ -335,9 +342,10 @@ def _run_record(
     initial: str,
     final: str,
     result: EvalResult | None,
+    stored_bytes: int = 0,
 ) -> Run:
     """The run and its steps, in one transaction; with no ``result`` the run waits for its score, and the job that
-    scores it is sent once the transaction commits."""
+    scores it is sent once the transaction commits. ``stored_bytes``: what its snapshots added to the blob store."""
     timing = {s.get("index"): s for s in log.extras.get("steps", []) if isinstance(s, dict)}
     usage = log.extras.get("usage") if isinstance(log.extras.get("usage"), dict) else {}
     start, times = _run_times(log, timing, usage)
@@ -358,6 +366,7 @@ def _run_record(
         final_answer=db_text(_final_answer(final_answer)),
         initial_snapshot=initial,
         final_snapshot=final,
+        stored_bytes=stored_bytes,
         cpu_seconds=log_number(usage.get("cpu_seconds")) or 0,
         peak_memory_mb=log_number(usage.get("peak_memory_mb")) or 0,
         **_counts(usage),

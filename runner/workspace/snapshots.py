@@ -42,9 +42,18 @@ SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 
 
 class BlobStore:
+    """The blobs under ``root``. ``added_bytes`` counts what this instance added on disk (blocks of the files it
+    stored that were not stored yet: deduplicated content and hard links cost nothing), for the storage limits of
+    whoever stores through it (``runner.selectors.storage_refusal``).
+
+    A blob already stored has its time set to now each time it is stored again (``_fresh``): the collector
+    (``runner.execution.collector``) removes only blobs nothing names that are older than its grace period, so a
+    blob a snapshot is about to name again is never removed in between."""
+
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root or settings.BENCH_BLOB_DIR)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.added_bytes = 0
 
     def path(self, sha: str) -> Path:
         """Where the blob is stored as it is (it may be stored packed instead: ``has``, ``linkable``)."""
@@ -56,11 +65,29 @@ class BlobStore:
     def has(self, sha: str) -> bool:
         return self.path(sha).exists() or self.packed_path(sha).exists()
 
+    def fresh(self, sha: str) -> bool:
+        """Whether the blob is stored, its time set to now if so (the collector keeps it a grace period longer)."""
+        return self._fresh(self.path(sha)) or self._fresh(self.packed_path(sha))
+
+    @staticmethod
+    def _fresh(path: Path) -> bool:
+        """Whether the blob at ``path`` is stored, its time set to now if so (the collector keeps it)."""
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            return False
+        except OSError:  # a hard link the worker does not own (root-owned task data): stored all the same
+            return path.exists()
+        return True
+
     def _commit(self, tmp: Path, sha: str, *, packed: bool = False) -> None:
         dest = self.packed_path(sha) if packed else self.path(sha)
         dest.parent.mkdir(exist_ok=True)
         os.chmod(tmp, 0o444)
+        st = os.stat(tmp)
         os.replace(tmp, dest)
+        if st.st_nlink == 1:  # a hard link to task data costs no disk
+            self.added_bytes += st.st_blocks * 512
 
     def _write(self, sha: str, data: bytes, *, packed: bool) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
@@ -74,7 +101,7 @@ class BlobStore:
 
     def put_bytes(self, data: bytes) -> str:
         sha = hashlib.sha256(data).hexdigest()
-        if not self.has(sha):
+        if not self.fresh(sha):
             packed = _packed(data)
             self._write(sha, data if packed is None else packed, packed=packed is not None)
         return sha
@@ -110,7 +137,7 @@ class BlobStore:
                 os.close(fd)
                 os.close(out)
             sha = digest.hexdigest()
-            if self.path(sha).exists() or (not link and self.has(sha)):
+            if self._fresh(self.path(sha)) or (not link and self._fresh(self.packed_path(sha))):
                 os.unlink(tmp)
             elif link:
                 os.unlink(tmp)

@@ -140,6 +140,7 @@ def test_every_job_has_a_time_limit_and_runs_are_acknowledged_late():
     jobs = {name: task for name, task in celery_app.tasks.items() if name.startswith("runner.")}
     assert set(jobs) == {
         "runner.execute_run", "runner.score_step", "runner.score_import", "runner.reap_runs", "runner.smoke_test",
+        "runner.collect_blobs",
     }  # fmt: skip
     for name, task in jobs.items():
         assert task.soft_time_limit and task.time_limit > task.soft_time_limit, name

@@ -138,6 +138,7 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
         "failed": [dead_twice.pk],
         "resent": [],
         "rescored": [],
+        "smoke_tests": [],
         "swept": [],
         "forgotten": [],
     }
@@ -249,7 +250,10 @@ def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, bas
 
     # still down: the dead worker's run is queued again but not sent; nothing is lost
     reaped = runs_reap(stale_after_s=60, resend_after_s=0)
-    assert reaped == {"requeued": [dead.pk], "failed": [], "resent": [], "rescored": [], "swept": [], "forgotten": []}
+    assert reaped == {
+        "requeued": [dead.pk], "failed": [], "resent": [], "rescored": [], "smoke_tests": [], "swept": [],
+        "forgotten": [],
+    }  # fmt: skip
     assert list(Run.objects.order_by("pk").values_list("status", "sent_at")) == [("queued", None)] * 3
     assert runs_reap()["resent"] == []  # up or not, a run queued just now is not sent again yet
 
