@@ -436,6 +436,9 @@ BENCH_LLM_MAX_RETRIES = env_int("BENCH_LLM_MAX_RETRIES", 4)
 # past either, the run ends at a limit, and nothing more is recorded.
 BENCH_LLM_CALLS_PER_STEP = env_int("BENCH_LLM_CALLS_PER_STEP", 100)
 BENCH_LLM_CALLS_PER_RUN = env_int("BENCH_LLM_CALLS_PER_RUN", 2000)
+# ... and the bytes of prompts and completions those rows may hold, in one step and in all (0: no limit).
+BENCH_LLM_RECORDED_MB_PER_STEP = env_int("BENCH_LLM_RECORDED_MB_PER_STEP", 64)
+BENCH_LLM_RECORDED_MB_PER_RUN = env_int("BENCH_LLM_RECORDED_MB_PER_RUN", 512)
 BENCH_LLM_BACKOFF_S = env_float("BENCH_LLM_BACKOFF_S", 1.0)
 # A JSON list of endpoints, synced into the database by `manage.py bench_init`, e.g.
 # [{"name": "gpt-4o-mini", "base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY",

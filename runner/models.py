@@ -573,6 +573,7 @@ class LLMCall(models.Model):
     cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     latency_s = models.FloatField(default=0)
     error = models.TextField(blank=True)
+    recorded_bytes = models.PositiveIntegerField(default=0, help_text="What the row holds: prompt, completion, error.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

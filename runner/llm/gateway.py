@@ -23,7 +23,7 @@ from decimal import Decimal
 import openai
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -158,15 +158,36 @@ def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_
     )
 
 
-def calls_limit_check(run: Run, step_index: int) -> None:
-    """End the run (a limit) that has recorded as many model calls as a step or a run may hold: every request is a
-    row with its prompt, so the count bounds what a run can write (BENCH_LLM_CALLS_PER_STEP, _PER_RUN)."""
+def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0) -> None:
+    """End the run (a limit) that has recorded as many model calls, or as many bytes of them, as a step or a run may
+    hold: every request is a row with its prompt and completion, so these bound what a run can write
+    (BENCH_LLM_CALLS_PER_STEP / _PER_RUN, BENCH_LLM_RECORDED_MB_PER_STEP / _PER_RUN). ``prompt_bytes``: the prompt
+    of the call about to be made, counted with what is recorded already."""
     calls = LLMCall.objects.filter(run_id=run.pk)
-    per_step, per_run = settings.BENCH_LLM_CALLS_PER_STEP, settings.BENCH_LLM_CALLS_PER_RUN
-    if calls.filter(step_index=step_index).count() >= per_step:
-        raise LLMBudgetError(f"the run made {per_step} model calls in step {step_index}, the most one step may make")
-    if calls.count() >= per_run:
-        raise LLMBudgetError(f"the run made {per_run} model calls, the most one run may make")
+    in_step = calls.filter(step_index=step_index).aggregate(n=Count("pk"), size=Sum("recorded_bytes"))
+    in_run = calls.aggregate(n=Count("pk"), size=Sum("recorded_bytes"))
+    limits = [
+        (in_step["n"] + 1, settings.BENCH_LLM_CALLS_PER_STEP, f"model calls in step {step_index}", "one step"),
+        (in_run["n"] + 1, settings.BENCH_LLM_CALLS_PER_RUN, "model calls", "one run"),
+    ]
+    for made, most, what, where in limits:
+        if made > most:
+            raise LLMBudgetError(f"the run made {most} {what}, the most {where} may make")
+    sizes = [
+        (in_step["size"], settings.BENCH_LLM_RECORDED_MB_PER_STEP, f"in step {step_index}", "one step"),
+        (in_run["size"], settings.BENCH_LLM_RECORDED_MB_PER_RUN, "in all", "one run"),
+    ]
+    for size, most_mb, what, where in sizes:
+        if most_mb and (size or 0) + prompt_bytes > most_mb << 20:
+            raise LLMBudgetError(
+                f"the run's model calls {what} would hold {((size or 0) + prompt_bytes) / (1 << 20):.1f} MB of "
+                f"prompts and completions, more than {where} may record ({most_mb} MB)"
+            )
+
+
+def prompt_size(messages: list[dict]) -> int:
+    """The bytes a call's messages take where its row keeps them."""
+    return len(json.dumps(messages, ensure_ascii=False).encode())
 
 
 def budget_settle(run: Run, reservation: Reservation) -> None:
@@ -339,6 +360,8 @@ def complete(
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     max_tokens = int(options["max_tokens"])
+    if run is not None:
+        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages))
     reservation = budget_reserve(run, endpoint, messages, max_tokens) if run is not None else None
     try:
         return _complete(run, endpoint, messages, options, step_index, purpose, tick)
@@ -449,6 +472,7 @@ class _Call:
                 cost=cost,
                 latency_s=latency,
                 error=db_text(error[:4000]),
+                recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
             )
             Run.objects.filter(pk=self.run.pk).update(
                 tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
@@ -491,7 +515,6 @@ class _Call:
 
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
-    calls_limit_check(run, step_index)
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
     # The models come from the run (set by whoever started it), never from the agent's package or config.
     allowed = run.models_allowed
@@ -526,7 +549,9 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
 
 
 def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str) -> dict:
-    """A request no endpoint saw: recorded on the run (no tokens, no cost) so the trace shows what was asked."""
+    """A request no endpoint saw: recorded on the run (no tokens, no cost) so the trace shows what was asked, and
+    counted against what a run may record."""
+    calls_limit_check(run, step_index)
     LLMCall.objects.create(
         run=run,
         step_index=step_index,

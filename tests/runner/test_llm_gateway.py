@@ -255,6 +255,37 @@ def test_a_run_records_at_most_its_calls_per_step_and_per_run(
     assert LLMCall.objects.filter(run=run).count() == min(per_step, per_run)
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("per_step_mb", "per_run_mb", "shape", "limit"),
+    [(1, 0, "a.aaa", "model calls in step 1 would hold 1.1 MB of prompts and completions, more than one step may "
+      "record (1 MB)"),
+     (0, 1, "a.a.a", "model calls in all would hold 1.1 MB of prompts and completions, more than one run may record "
+      "(1 MB)")],
+)  # fmt: skip
+def test_a_run_records_at_most_its_bytes_of_model_calls_per_step_and_per_run(
+    tiny_task, endpoint, llm_server, settings, per_step_mb, per_run_mb, shape, limit
+):
+    """A prompt may be a whole 8 MB protocol line, a hundred times a step: the bytes recorded are bounded too, the
+    call that would pass the bound never made, what is recorded so far counted as the rows hold it."""
+    settings.BENCH_LLM_RECORDED_MB_PER_STEP, settings.BENCH_LLM_RECORDED_MB_PER_RUN = per_step_mb, per_run_mb
+    llm_server.default = "ok"
+    ask = {"type": "llm", "messages": [{"role": "user", "content": "x" * 380_000}]}  # "a" in the shape
+    look = {"type": "act", "action": "List Files", "input": {"dir_path": "."}}  # "." in the shape: a step
+    script = [ask if c == "a" else look for c in shape]
+    script.append({"type": "act", "action": "Final Answer", "input": {"final_answer": "-"}})
+    run = run_create(
+        task=tiny_task.task, agent=AgentFactory(config={"script": script}), model="test-model", enqueue=False
+    )
+
+    run = run_execute(run.pk)
+
+    assert (run.status, run.failure_kind) == ("failed", "limit"), run.error
+    assert limit in run.error
+    assert LLMCall.objects.filter(run=run).count() == shape.count("a") - 1  # the last would pass: never made
+    assert all(380_000 < call.recorded_bytes < 381_000 for call in LLMCall.objects.filter(run=run))
+
+
 def test_a_steps_calls_are_listed_a_page_at_a_time(client, run, settings):
     from runner.views import LLM_CALLS_PAGE
 
