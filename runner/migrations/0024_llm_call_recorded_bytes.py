@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runner', '0023_run_stored_bytes'),
+        ("runner", "0023_run_stored_bytes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='llmcall',
-            name='recorded_bytes',
-            field=models.PositiveIntegerField(default=0, help_text='What the row holds: prompt, completion, error.'),
+            model_name="llmcall",
+            name="recorded_bytes",
+            field=models.PositiveIntegerField(default=0, help_text="What the row holds: prompt, completion, error."),
         ),
     ]
