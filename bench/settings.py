@@ -339,9 +339,13 @@ BENCH_DOCKER_TIMEOUT_S = env_float("BENCH_DOCKER_TIMEOUT_S", 120.0)
 # The unprivileged user sandboxed code runs as when the worker runs as root (nobody by default).
 BENCH_SANDBOX_UID = env_int("BENCH_SANDBOX_UID", 65534)
 BENCH_SANDBOX_GID = env_int("BENCH_SANDBOX_GID", 65534)
-# "FIRST-LAST": each run's sandboxed code runs as a uid (and gid) of its own from this range, so per-user
-# limits (RLIMIT_NPROC where there are no cgroups) count one run only. Empty: every run as BENCH_SANDBOX_UID.
-BENCH_SANDBOX_UID_RANGE = os.environ.get("BENCH_SANDBOX_UID_RANGE", "")
+# "FIRST-LAST": each run's sandboxed code runs as a uid (and gid) of its own from this range, so nothing of one run
+# (its processes, files in shared places, per-user limits such as RLIMIT_NPROC where there are no cgroups) is another
+# run's. The default of a root worker, which can run code as any uid; "off": every run as BENCH_SANDBOX_UID (the only
+# choice of a worker that is not root). Give each worker host a range no other user of the host has.
+BENCH_SANDBOX_UID_RANGE = os.environ.get("BENCH_SANDBOX_UID_RANGE", "200000-299999" if os.geteuid() == 0 else "")
+if BENCH_SANDBOX_UID_RANGE.strip().lower() in ("off", "none", "0"):
+    BENCH_SANDBOX_UID_RANGE = ""
 # bwrap: a run's Execute Script actions run one after another in one sandbox kept for the run (a supervisor inside
 # it starts each script and kills all it left behind), instead of a new sandbox per action.
 BENCH_SANDBOX_PERSISTENT = env_bool("BENCH_SANDBOX_PERSISTENT", True)

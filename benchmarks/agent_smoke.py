@@ -1,6 +1,6 @@
 """How long an agent upload's smoke test takes: the example agent started in the configured sandbox (bwrap by
-default) until its first answer, and a package that crashes on import until it is refused. The upload waits for
-this within its request. No database is touched.
+default) until its first answer, and a package that crashes on import until it is refused: what a worker's smoke-
+test job (runner.smoke_test) takes for an upload, never its request. No database is touched.
 
     .venv/bin/python benchmarks/agent_smoke.py [--repeats 10]
 """

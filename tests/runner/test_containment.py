@@ -711,3 +711,21 @@ def test_a_runs_sandboxed_code_runs_as_the_runs_own_uid_from_the_range(tiny_task
 
     assert run.status == "finished", run.error
     assert str(300000 + run.pk % 1000) in Step.objects.get(run=run, index=1).observation
+
+
+@needs_root
+def test_a_root_worker_runs_each_runs_code_as_a_uid_of_its_own_unless_told_not_to(settings):
+    """Per-run uids are the default where the host allows them (a root worker): two runs never share a user."""
+    from runner.execution.sandboxes import get_sandbox
+
+    def configured(**env: str) -> str:
+        environ = {k: v for k, v in os.environ.items() if k != "BENCH_SANDBOX_UID_RANGE"} | env
+        code = "import bench.settings as s; print(repr(s.BENCH_SANDBOX_UID_RANGE))"
+        done = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    assert configured() == "'200000-299999'"
+    assert configured(BENCH_SANDBOX_UID_RANGE="off") == "''"
+    settings.BENCH_SANDBOX_UID_RANGE = "200000-299999"
+    first, second = (get_sandbox("bwrap", run_id=run_id).ids for run_id in (41, 42))
+    assert first == (200041, 200041) and second == (200042, 200042)
