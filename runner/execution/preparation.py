@@ -166,7 +166,7 @@ def _env_store(root: Path, version: TaskVersion, store: BlobStore) -> str:
 def _blobs_present(store: BlobStore, manifest_sha: str) -> bool:
     """Whether a prepared task's env manifest and every blob it lists are stored (each has its time set to now, so
     the collector keeps them while they are in use)."""
-    if not (store.fresh(manifest_sha)):
+    if not store.fresh(manifest_sha):
         return False
     return all(store.fresh(sha) for sha, _size in store.manifest_load(manifest_sha).values())
 
