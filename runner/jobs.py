@@ -23,7 +23,7 @@ committed."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 import kombu.exceptions
@@ -154,14 +154,20 @@ def import_score_enqueue(run_id: int) -> None:
     """Score an imported run's final workspace once the transaction that recorded the run commits. A queue that
     cannot be reached is only logged: the run stays waiting (``Run.score_pending_since``) with its job unsent, and
     the reaper sends it (``imports_rescore``)."""
+    _send_on_commit(import_score_send, run_id, "imported run %s waits for its score: %s")
 
-    def send() -> None:
+
+def _send_on_commit(send: Callable[[int], None], object_id: int, waits: str) -> None:
+    """``send(object_id)`` once the transaction commits; a queue that cannot be reached is logged (``waits``, with
+    the id and the reason): what waits for the job is in the database, and the reaper sends it later."""
+
+    def later() -> None:
         try:
-            import_score_send(run_id)
+            send(object_id)
         except QueueUnreachable as exc:
-            log.warning("imported run %s waits for its score: %s", run_id, exc)
+            log.warning(waits, object_id, exc)
 
-    transaction.on_commit(send)
+    transaction.on_commit(later)
 
 
 def import_score_send(run_id: int) -> None:
@@ -177,14 +183,7 @@ def smoke_test_enqueue(agent_id: int) -> None:
     """Smoke-test an uploaded agent on a worker once the transaction that stored it commits. A queue that cannot be
     reached is only logged: the agent waits (``Agent.Smoke.PENDING``) with its job unsent, and the reaper sends it
     (``reaper.smokes_resend``)."""
-
-    def send() -> None:
-        try:
-            smoke_test_send(agent_id)
-        except QueueUnreachable as exc:
-            log.warning("agent %s waits for its smoke test: %s", agent_id, exc)
-
-    transaction.on_commit(send)
+    _send_on_commit(smoke_test_send, agent_id, "agent %s waits for its smoke test: %s")
 
 
 def smoke_test_send(agent_id: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 
@@ -93,14 +94,19 @@ def imports_rescore(*, resend_after_s: float | None = None) -> list[int]:
     never_sent = Q(sent_at__isnull=True, score_pending_since__lt=now - timedelta(seconds=resend_after_s))
     outlived = Q(sent_at__lt=now - timedelta(seconds=import_score_time_limit_s() + 2 * JOB_GRACE_S))
     waiting = Run.objects.filter(score_pending_since__isnull=False).filter(never_sent | outlived)
+    return _jobs_send(waiting.order_by("score_pending_since").values_list("pk", flat=True), import_score_send)
+
+
+def _jobs_send(ids: Iterable[int], send: Callable[[int], None]) -> list[int]:
+    """``send`` the job of each id in turn until the queue cannot be reached; the ids sent for."""
     sent: list[int] = []
-    for run_id in waiting.order_by("score_pending_since").values_list("pk", flat=True):
+    for object_id in ids:
         try:
-            import_score_send(run_id)
+            send(object_id)
         except QueueUnreachable as exc:
             log.warning("%s", exc)
             break
-        sent.append(run_id)
+        sent.append(object_id)
     return sent
 
 
@@ -114,15 +120,7 @@ def smokes_resend(*, resend_after_s: float | None = None) -> list[int]:
     never_sent = Q(smoke_sent_at__isnull=True, created_at__lt=now - timedelta(seconds=resend_after_s))
     outlived = Q(smoke_sent_at__lt=now - timedelta(seconds=smoke_test_time_limit_s() + 2 * JOB_GRACE_S))
     waiting = Agent.objects.filter(smoke_state=Agent.Smoke.PENDING).filter(never_sent | outlived)
-    sent: list[int] = []
-    for agent_id in waiting.order_by("pk").values_list("pk", flat=True):
-        try:
-            smoke_test_send(agent_id)
-        except QueueUnreachable as exc:
-            log.warning("%s", exc)
-            break
-        sent.append(agent_id)
-    return sent
+    return _jobs_send(waiting.order_by("pk").values_list("pk", flat=True), smoke_test_send)
 
 
 def scratch_sweep() -> list[Path]:
