@@ -113,6 +113,18 @@ class TaskVersion(models.Model):
         return [str(path) for path in (self.manifest or {}).get("hide", [])]
 
     @property
+    def fixed_baseline(self) -> dict | None:
+        """The baseline the task declares ({"score", "reason", "when"}: ``TaskManifest.baseline``), else None."""
+        fixed = (self.manifest or {}).get("baseline")
+        return fixed if isinstance(fixed, dict) else None
+
+    @property
+    def baseline_declared(self) -> bool:
+        """Whether the baseline in force is the one the task declares (not a measured mean)."""
+        fixed = self.fixed_baseline
+        return fixed is not None and self.baseline_score is not None and self.baseline_score == fixed["score"]
+
+    @property
     def is_ready(self) -> bool:
         return self.status == self.Status.READY
 

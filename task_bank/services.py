@@ -17,6 +17,7 @@ from .package import (
     TaskPackage,
     iter_files,
     metric_is_timed,
+    mlagentbench_baseline,
     package_digest,
     package_load,
     slug_from_name,
@@ -68,6 +69,8 @@ def task_import(
         manifest = replace(manifest, metric_name=metric_name, timed=manifest.timed or metric_is_timed(metric_name))
     if higher_is_better is not None:
         manifest = replace(manifest, higher_is_better=higher_is_better)
+    if manifest.baseline is None and (fixed := mlagentbench_baseline(Path(root).name)) is not None:
+        manifest = replace(manifest, baseline=fixed)  # an MLAgentBench folder, with the baseline its plot.py fixes
     if manifest.higher_is_better is None:
         raise MetricDirectionUnknown(
             f"{package.slug}: the metric direction is unknown; set metric.higher_is_better in task.toml "
@@ -122,6 +125,7 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 "description": manifest.description,
                 **({"serve": manifest.serve} if manifest.serve else {}),
                 **({"hide": list(manifest.hide)} if manifest.hide else {}),
+                **({"baseline": manifest.baseline} if manifest.baseline else {}),
             },
         )
         task.title = manifest.title

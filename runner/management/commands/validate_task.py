@@ -35,6 +35,9 @@ class Command(BaseCommand):
         version.refresh_from_db()
         if version.status != TaskVersion.Status.READY:
             raise CommandError(f"{task.slug} v{version.number} failed validation:\n{version.validation_log}")
+        if version.baseline_declared:
+            self.stdout.write(f"{task.slug} v{version.number} is ready: {version.validation_summary}")
+            return
         values = ", ".join(f"{s:.6g}" for s in version.baseline_scores)
         self.stdout.write(
             f"{task.slug} v{version.number} is ready: baseline {version.metric_name} = {version.baseline_score:.6g} "
