@@ -8,7 +8,9 @@ Action Input. What the agent does, with MLAgentBench's numbers (docs/agents.md l
   name any tool the environment has.
 - The prompt carries the last 3 steps (the answer, then its observation). With retrieval on and more steps done
   than the window holds, a retrieval from the research log comes first.
-- Completions stop at "Observation:", at temperature 0.5, with 2,000 tokens for the answer.
+- Completions stop at "Observation:", with the tokens and temperature MLAgentBench's code sends the model (the
+  endpoint's defaults: 500 tokens at 0.2 through the OpenAI API, 2,000 at 0.5 for the others), unless the config
+  sets them; the fast model's answers are at 0.01.
 - An answer without all six entries, in order, or naming no tool gets a notice naming every entry appended to
   the prompt, which is asked again: 5 attempts in all; after the 5th the agent stops without acting.
 - An Action Input that does not parse, or does not have exactly the tool's arguments, is not acted on: the
@@ -21,7 +23,7 @@ Action Input. What the agent does, with MLAgentBench's numbers (docs/agents.md l
 The fast model is the run's (start message: run.models.fast, set by whoever started the run), never the agent's.
 Configuration (the agent version's config): history_window (3), observation_window (3),
 max_retries (5 attempts per step), summarize_over (5000), summary_block (10000), retrieval (false),
-temperature (0.5), fast_temperature (0.01), max_tokens (2000), agent_max_steps (50),
+temperature and max_tokens (the endpoint's), fast_temperature (0.01), agent_max_steps (50),
 actions_remove_from_prompt ([]), actions_add_to_prompt ([]).
 """
 
@@ -54,9 +56,9 @@ DEFAULTS = {
     "summarize_over": 5000,
     "summary_block": 10_000,
     "retrieval": False,
-    "temperature": 0.5,
+    "temperature": None,  # the endpoint's default: what MLAgentBench sends the model
     "fast_temperature": 0.01,
-    "max_tokens": 2000,
+    "max_tokens": None,
     "agent_max_steps": 50,
     "actions_remove_from_prompt": [],
     "actions_add_to_prompt": [],

@@ -132,7 +132,8 @@ class LLMCallAdmin(RecordAdmin):
 class ModelEndpointAdmin(admin.ModelAdmin):
     list_display = [
         "name", "model_id", "base_url", "api_key_env", "price_input_per_mtok", "price_output_per_mtok",
-        "timeout_s", "output_tokens_per_s", "max_concurrency", "is_enabled", "last_check_ok", "last_check_at",
+        "timeout_s", "output_tokens_per_s", "max_concurrency", "default_max_tokens", "default_temperature",
+        "is_enabled", "last_check_ok", "last_check_at",
     ]  # fmt: skip
     readonly_fields = ["last_check_at", "last_check_ok", "last_check_message", "created_at"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}  # Django 6's default, said explicitly

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -660,6 +660,20 @@ class ModelEndpoint(models.Model):
         "timeout_s for every call.",
     )
     max_concurrency = models.PositiveIntegerField(default=4)
+    default_max_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The answer's tokens when a request does not say. Blank: what MLAgentBench sends this model (500 "
+        "through the OpenAI API; 2,000 for Claude, Gemini, Hugging Face and organization/model names).",
+    )
+    default_temperature = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(2)],
+        help_text="The temperature when a request does not say. Blank: what MLAgentBench sends this model (0.2 "
+        "through the OpenAI API, 0.5 for the others).",
+    )
     is_enabled = models.BooleanField(default=True)
     last_check_at = models.DateTimeField(null=True, blank=True)
     last_check_ok = models.BooleanField(null=True, blank=True)
@@ -671,6 +685,17 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def completion_defaults(self) -> dict:
+        """The max_tokens and temperature of a request that does not give them: the endpoint's own, else what
+        MLAgentBench's ``complete_text`` sends for the model id (its OpenAI path unless the name is Claude's,
+        Gemini's, Hugging Face's or an organization/model one)."""
+        other_path = self.model_id.startswith(("claude", "gemini", "huggingface")) or "/" in self.model_id
+        tokens, temperature = (2000, 0.5) if other_path else (500, 0.2)
+        return {
+            "max_tokens": self.default_max_tokens or tokens,
+            "temperature": temperature if self.default_temperature is None else self.default_temperature,
+        }
 
 
 class LLMLease(models.Model):

@@ -100,10 +100,10 @@ ACTIONS: list[ActionSpec] = [
     ),
     ActionSpec(
         FINAL_ANSWER,
-        "Use this to indicate completion. IMPORTANT: You will not be able to perform any other actions after "
-        "this one. Use this only when you are sure that you have completed the task (e.g. you have provided "
-        "your submission as instructed).",
-        {"final_answer": "summary of what you have accomplished and the final state of the task"},
+        # In MLAgentBench's sense: it gives the answer, and says nothing of when to give it (a warning that no
+        # action can follow was never part of the benchmark, and would change when agents submit).
+        "Use this to give your final answer to the task.",
+        {"final_answer": "a detailed account of your final answer"},
         "The observation will be empty.",
     ),
     ActionSpec(

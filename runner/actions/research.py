@@ -22,10 +22,11 @@ from .files import inspect_script_lines
 from .types import ActionEnv, EnvError
 
 RESEARCH_LOG = "research_log.log"
-# As MLAgentBench asks its models: every completion stops at "Observation:" and may take 2,000 tokens at
-# temperature 0.5; the fast model (reading a file, reflecting, retrieving) answers at 0.01, and the edit model
-# may take 4,000 tokens. Understand File reads 10,000-character blocks.
-COMPLETION_OPTIONS = {"max_tokens": 2000, "temperature": 0.5, "stop": ["Observation:"]}
+# As MLAgentBench asks its models: every completion stops at "Observation:", with the tokens and temperature its
+# code sends the model (the endpoint's defaults: ModelEndpoint.completion_defaults); the fast model (reading a file,
+# reflecting, retrieving) answers at 0.01, and the edit model may take 4,000 tokens. Understand File reads
+# 10,000-character blocks.
+COMPLETION_OPTIONS = {"stop": ["Observation:"]}
 FAST_OPTIONS = {**COMPLETION_OPTIONS, "temperature": 0.01}
 EDIT_OPTIONS = {**COMPLETION_OPTIONS, "max_tokens": 4000}
 BLOCK_CHARS = 10_000

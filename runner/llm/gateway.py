@@ -33,7 +33,6 @@ from ..text import db_json, db_text
 log = logging.getLogger(__name__)
 
 ALLOWED_OPTIONS = {"temperature", "max_tokens", "stop", "top_p", "seed"}
-DEFAULT_MAX_TOKENS = 2048
 MAX_COMPLETION_TOKENS = 200_000
 CHARS_PER_TOKEN = 4
 
@@ -356,7 +355,7 @@ def complete(
     """Make one completion for a run (or for a connection test when run is None). Raises LLMError."""
     model_name = model if model is not None else (run.model if run else "")
     endpoint = endpoint_for(model_name)
-    options = options_check(options or {})
+    options = endpoint.completion_defaults() | options_check(options or {})
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     max_tokens = int(options["max_tokens"])
@@ -422,7 +421,6 @@ def options_check(options: dict) -> dict:
         ):
             raise LLMRequestError("stop must be a string or a list of strings")
         clean[key] = value
-    clean.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
     return clean
 
 
@@ -585,7 +583,7 @@ def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
     """Create or update endpoints from configuration (BENCH_MODEL_ENDPOINTS)."""
     allowed = {
         "base_url", "api_key_env", "model_id", "price_input_per_mtok", "price_output_per_mtok", "timeout_s",
-        "output_tokens_per_s", "max_concurrency", "is_enabled",
+        "output_tokens_per_s", "max_concurrency", "is_enabled", "default_max_tokens", "default_temperature",
     }  # fmt: skip
     for spec in specs:  # all checked before any is written
         if not isinstance(spec, dict) or "name" not in spec or "base_url" not in spec:
@@ -595,12 +593,18 @@ def endpoints_sync(specs: list[dict]) -> list[ModelEndpoint]:
             raise ValueError(
                 f"unknown keys {sorted(unknown)} in model endpoint {spec['name']}; allowed: {sorted(allowed)}"
             )
-        for key in ("timeout_s", "output_tokens_per_s"):
+        for key in ("timeout_s", "output_tokens_per_s", "default_max_tokens"):
             value = spec.get(key)
-            if value is None and key == "output_tokens_per_s":
+            if value is None and key != "timeout_s":
                 continue
             if key in spec and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
                 raise ValueError(f"{key} of model endpoint {spec['name']} must be a number above 0, not {value!r}")
+        temperature = spec.get("default_temperature")
+        number = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+        if temperature is not None and not (number and 0 <= temperature <= 2):
+            raise ValueError(
+                f"default_temperature of model endpoint {spec['name']} must be from 0 to 2, not {temperature!r}"
+            )
     endpoints = []
     with transaction.atomic():
         for spec in specs:

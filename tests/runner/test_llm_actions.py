@@ -39,7 +39,11 @@ def test_edit_script_writes_the_edited_code_and_shows_the_diff(env, llm_server):
     assert "-EPOCHS = 1\n+EPOCHS = 10" in outcome.observation
     assert [s["action"] for s in outcome.low_level] == ["Read File", "Read File", "Write File"]
     request = llm_server.requests[0]
-    assert (request["max_tokens"], request["temperature"], request["stop"]) == (4000, 0.5, ["Observation:"])
+    assert (request["max_tokens"], request["temperature"], request["stop"]) == (
+        4000,
+        0.2,
+        ["Observation:"],
+    )  # the edit budget at the model's temperature
     assert "train for 10 epochs" in llm_server.requests[0]["messages"][0]["content"]
     # The edit can be undone.
     env.execute("Undo Edit Script", {"script_name": "train.py"})
@@ -84,7 +88,11 @@ def test_understand_file_asks_about_each_block_and_combines(env, llm_server):
     assert outcome.observation == "a description"
     assert len(llm_server.requests) == 4  # 3 blocks of at most 10,000 characters, then one summary
     for request in llm_server.requests:
-        assert (request["max_tokens"], request["temperature"], request["stop"]) == (2000, 0.01, ["Observation:"])
+        assert (request["max_tokens"], request["temperature"], request["stop"]) == (
+            500,
+            0.01,
+            ["Observation:"],
+        )  # the model's tokens, at 0.01
     assert "Segment 0:" in llm_server.requests[-1]["messages"][0]["content"]
     assert LLMCall.objects.filter(run=env.run, purpose="understand file").count() == 4
 

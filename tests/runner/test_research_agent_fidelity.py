@@ -57,6 +57,18 @@ def research(endpoint):
     return next(a for a in agents_builtin_ensure() if a.name == "research")
 
 
+@pytest.mark.parametrize(
+    ("model_id", "tokens", "temperature"),
+    [("gpt-4-0613", 500, 0.2), ("claude-3-opus", 2000, 0.5), ("gemini-pro", 2000, 0.5),
+     ("huggingface/codellama/CodeLlama-7b-hf", 2000, 0.5), ("openai/gpt-4-0314", 2000, 0.5)],
+)  # fmt: skip
+def test_an_endpoint_answers_with_what_mlagentbench_sends_its_model_unless_set_otherwise(model_id, tokens, temperature):
+    endpoint = ModelEndpoint(name="m", base_url="http://127.0.0.1:9/v1", model_id=model_id)
+    assert endpoint.completion_defaults() == {"max_tokens": tokens, "temperature": temperature}
+    endpoint.default_max_tokens, endpoint.default_temperature = 1234, 0.0
+    assert endpoint.completion_defaults() == {"max_tokens": 1234, "temperature": 0.0}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_requests_carry_mlagentbench_tools_sampling_window_and_format_notice(tiny_task, research, llm_server):
     replies = [
@@ -78,7 +90,8 @@ def test_the_requests_carry_mlagentbench_tools_sampling_window_and_format_notice
     assert len(requests) == 6
     for request in requests:
         assert request["stop"] == ["Observation:"]
-        assert request["temperature"] == 0.5 and request["max_tokens"] == 2000
+        # What MLAgentBench's complete_text sends a model through the OpenAI API ("scripted-1" names no other).
+        assert request["temperature"] == 0.2 and request["max_tokens"] == 500
         assert request["model"] == "scripted-1"
     prompts = [prompt_of(r) for r in requests]
 
