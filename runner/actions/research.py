@@ -30,7 +30,8 @@ COMPLETION_OPTIONS = {"stop": ["Observation:"]}
 FAST_OPTIONS = {**COMPLETION_OPTIONS, "temperature": 0.01}
 EDIT_OPTIONS = {**COMPLETION_OPTIONS, "max_tokens": 4000}
 BLOCK_CHARS = 10_000
-CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+#: The opening fence of the code an editing model writes (```python, as it is asked for; ```py or a bare ``` too).
+CODE_FENCE = re.compile(r"```(?:python|py)?")
 
 
 def _log_text(env: ActionEnv) -> str:
@@ -75,8 +76,13 @@ def understand_file(env: ActionEnv, file_name: str, things_to_look_for: str) -> 
 
 
 def _edit(
-    env: ActionEnv, script_name: str, save_name: str, before: str, segment: str, after: str, instruction: str
+    env: ActionEnv, script_name: str, save_name: str, source: str, lines: tuple[int, int] | None, instruction: str
 ) -> str:
+    """Edit ``source`` (the script's text; with ``lines``, only those lines, first and last counted from 1) with the
+    edit model, save it as ``save_name``, and show the diff of the source against what was saved."""
+    parts = source.split("\n")
+    first, last = lines if lines is not None else (1, len(parts))
+    before, segment, after = ("\n".join(p) for p in (parts[: first - 1], parts[first - 1 : last], parts[last:]))
     env.check_writable(save_name)
     prompt = (
         f"Given this python script:\n```python\n{segment}\n```\n"
@@ -84,19 +90,20 @@ def _edit(
         'Provide the full code after the edit, making no other changes. Start the python code with "```python".'
     )
     completion = env.ask(prompt, "edit script", EDIT_OPTIONS)
-    match = CODE_BLOCK.search(completion)
+    match = CODE_FENCE.search(completion)
     if match is None:
         raise EnvError(
             "the editing model did not return the edited code in a ```python block; nothing was changed. "
             "Try again with a more precise instruction."
         )
-    new_segment = match.group(1).rstrip("\n")
+    # As MLAgentBench takes it: from the opening fence to the next one, or to the end of an answer cut off before
+    # its closing fence (the model ran out of tokens): what was written is what the agent gets.
+    new_segment = completion[match.end() :].split("```")[0].strip()
     new_content = "\n".join(part for part in (before, new_segment, after) if part != "")
     if not new_content.endswith("\n"):
         new_content += "\n"
-    old_content = env.low_read_or_empty(save_name)
     env.low(WRITE_FILE, {"file_name": save_name, "content": new_content})
-    diff = unified_diff(old_content, new_content, script_name, save_name)
+    diff = unified_diff(source, new_content, script_name, save_name)
     return (
         f"The edited file is saved to {save_name}. Here is the diff, please check if the edit is correct and "
         f"desirable:\n\n{diff or '(no changes)'}"
@@ -104,8 +111,7 @@ def _edit(
 
 
 def edit_script(env: ActionEnv, script_name: str, edit_instruction: str, save_name: str) -> str:
-    content = env.low_read_or_empty(script_name)
-    return _edit(env, script_name, save_name, "", content, "", edit_instruction)
+    return _edit(env, script_name, save_name, env.low_read_or_empty(script_name), None, edit_instruction)
 
 
 def edit_script_segment(
@@ -117,16 +123,12 @@ def edit_script_segment(
     save_name: str,
 ) -> str:
     content = env.low_read_or_empty(script_name)
-    lines = content.split("\n")
     if not 1 <= start_line_number <= end_line_number:
         raise EnvError(
             f"the line numbers must satisfy 1 <= start_line_number <= end_line_number; got {start_line_number} "
             f"and {end_line_number}"
         )
-    before = "\n".join(lines[: start_line_number - 1])
-    segment = "\n".join(lines[start_line_number - 1 : end_line_number])
-    after = "\n".join(lines[end_line_number:])
-    return _edit(env, script_name, save_name, before, segment, after, edit_instruction)
+    return _edit(env, script_name, save_name, content, (start_line_number, end_line_number), edit_instruction)
 
 
 def reflection(env: ActionEnv, things_to_reflect_on: str) -> str:

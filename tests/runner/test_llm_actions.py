@@ -37,13 +37,10 @@ def test_edit_script_writes_the_edited_code_and_shows_the_diff(env, llm_server):
 
     assert (env.workspace / "train.py").read_text() == "EPOCHS = 10\nprint('training')\n"
     assert "-EPOCHS = 1\n+EPOCHS = 10" in outcome.observation
-    assert [s["action"] for s in outcome.low_level] == ["Read File", "Read File", "Write File"]
+    assert [s["action"] for s in outcome.low_level] == ["Read File", "Write File"]
     request = llm_server.requests[0]
-    assert (request["max_tokens"], request["temperature"], request["stop"]) == (
-        4000,
-        0.2,
-        ["Observation:"],
-    )  # the edit budget at the model's temperature
+    # The edit's 4,000 tokens, at the temperature MLAgentBench sends the model.
+    assert (request["max_tokens"], request["temperature"], request["stop"]) == (4000, 0.2, ["Observation:"])
     assert "train for 10 epochs" in llm_server.requests[0]["messages"][0]["content"]
     # The edit can be undone.
     env.execute("Undo Edit Script", {"script_name": "train.py"})
@@ -77,6 +74,22 @@ def test_an_edit_without_code_changes_nothing_and_says_why(env, llm_server):
     )
     assert outcome.error and "did not return the edited code" in outcome.observation
     assert (env.workspace / "train.py").read_text() == "EPOCHS = 1\nprint('training')\n"
+
+
+def test_an_edit_cut_off_before_its_closing_fence_is_written_as_it_is_and_diffed_against_the_source(env, llm_server):
+    """As MLAgentBench takes the edit model's answer: from the opening fence to the next or to the end; the diff
+    shown is the source script against what was saved, whatever the destination held before."""
+    (env.workspace / "other.py").write_text("print('something else entirely')\n")
+    llm_server.script = ["```python\nEPOCHS = 3\nprint('training')\nfor epoch in range(EPOCHS"]  # out of tokens
+
+    outcome = env.execute(
+        "Edit Script (AI)",
+        {"script_name": "train.py", "edit_instruction": "train for 3 epochs", "save_name": "other.py"},
+    )
+
+    assert (env.workspace / "other.py").read_text() == "EPOCHS = 3\nprint('training')\nfor epoch in range(EPOCHS\n"
+    assert "--- train.py\n+++ other.py\n" in outcome.observation
+    assert "-EPOCHS = 1\n+EPOCHS = 3" in outcome.observation and "something else" not in outcome.observation
 
 
 def test_understand_file_asks_about_each_block_and_combines(env, llm_server):
