@@ -357,7 +357,10 @@ BENCH_EVAL_TIMEOUT_S = env_int("BENCH_EVAL_TIMEOUT_S", 900)
 # A timed task's final score: the baseline and the final workspace are each measured this many times, alternately.
 BENCH_TIMED_ROUNDS = env_int("BENCH_TIMED_ROUNDS", 3)
 BENCH_PREPARE_TIMEOUT_S = env_int("BENCH_PREPARE_TIMEOUT_S", 1800)
-BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 20_000)
+# The most of an observation (a script's output, a file read) the agent is sent, in characters, head and tail kept:
+# as MLAgentBench passes observations whole (its research agent summarises one in 10,000-character blocks), this only
+# bounds what the platform holds. A step's row shows at most 20,000 characters of it; the whole is a blob.
+BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 1_000_000)
 BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
 # A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
 BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)

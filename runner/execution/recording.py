@@ -18,8 +18,10 @@ from django.utils import timezone
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome
+from ..actions.environment import WRAPPER_ROOM
 from ..models import LLMCall, Run, Step
 from ..review import tags_auto
+from ..sandbox.process import HeadTail
 from ..text import db_json, db_text
 from ..workspace.snapshots import BlobStore
 from .endings import Ending
@@ -46,7 +48,8 @@ def step_record(
     store: BlobStore,
 ) -> Step:
     """One step, with the LLM calls made for it and its usage counted to the run, in one transaction."""
-    full = store.put_bytes(outcome.full_observation.encode()) if outcome.full_observation else ""
+    shown, whole = _observation_parts(outcome)
+    full = store.put_bytes(whole.encode()) if whole is not None else ""
     with transaction.atomic():
         step = Step.objects.create(
             run=run,
@@ -54,7 +57,7 @@ def step_record(
             action=db_text(action[:100]),
             action_input=db_json(_bounded_input(action_input, store)),
             entries=db_json(_clean_entries(entries)),
-            observation=db_text(outcome.observation),
+            observation=db_text(shown),
             observation_blob=full,
             is_error=outcome.error,
             started_at=started,
@@ -154,6 +157,22 @@ def _clean_entries(entries: object) -> dict:
     if not isinstance(entries, dict):
         return {"(entries)": str(entries)[:ENTRY_LIMIT]}
     return {str(k)[:100]: (v if isinstance(v, str) else str(v))[:ENTRY_LIMIT] for k, v in entries.items()}
+
+
+#: The most of an observation a step's row holds (its head and tail); the whole of it is then a blob.
+OBSERVATION_SHOWN = 20_000
+
+
+def _observation_parts(outcome: ActionOutcome) -> tuple[str, str | None]:
+    """What a step's row shows of its observation, and the whole (None when the row holds it all): what the agent
+    was sent, or more when that was cut to the observation limit."""
+    sent = outcome.observation
+    whole = outcome.full_observation or sent
+    if outcome.full_observation is None and len(sent) <= OBSERVATION_SHOWN + WRAPPER_ROOM:
+        return sent, None
+    keeper = HeadTail(OBSERVATION_SHOWN)
+    keeper.write(sent.encode())
+    return keeper.text(), whole
 
 
 #: The key of a step's action input that was too large to keep in its row: the whole of it is the blob "blob".

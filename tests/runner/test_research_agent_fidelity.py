@@ -11,6 +11,7 @@ from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.models import Agent, LLMCall, ModelEndpoint, RunLimits, Step
 from runner.services import run_create
+from runner.workspace.snapshots import BlobStore
 
 ENTRIES = "Reflection, Research Plan and Status, Fact Check, Thought, Action, Action Input"
 PROMPT_TOOLS = [
@@ -136,7 +137,7 @@ def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_
     agent = Agent.objects.create(name="research-fast", entrypoint="mlab_agents.research")
     replies = [
         answer("List Files", {"dir_path": "."}, "look around"),
-        answer("Write File", {"file_name": "long.py", "content": "for c in 'abc':\n    print(c * 9000)\n"}, "write"),
+        answer("Write File", {"file_name": "long.py", "content": "for c in 'abc':\n    print(c * 32000)\n"}, "write"),
         answer("Execute Script", {"script_name": "long.py"}, "run it"),
         answer("Write File", {"file_name": "mid.py", "content": "print('m' * 6000)\n"}, "write a shorter one"),
         answer("Execute Script", {"script_name": "mid.py"}, "run that"),
@@ -159,25 +160,27 @@ def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_
     )
 
     assert run.status == "finished", (run.error, run.stderr_tail)
-    long, mid = (s.observation for s in Step.objects.filter(run=run, action="Execute Script"))
-    assert len(long) > 20_000 and 5000 < len(mid) <= 10_000
+    long_step, mid_step = Step.objects.filter(run=run, action="Execute Script")
+    long, mid = BlobStore().read_bytes(long_step.observation_blob).decode(), mid_step.observation
+    assert len(long) > 96_000 and 5000 < len(mid) <= 10_000  # the agent got the whole output, the blob holds it
+    assert len(long_step.observation) < 21_000  # the step's row shows its head and tail
     blocks = [long[i : i + 10_000] for i in range(0, len(long), 10_000)]
-    assert len(blocks) == 3
-    # Short observations are kept. The long one: one call per 10,000-character block, then one merge; the one
-    # over 5,000 characters but within a block: one call, no merge.
+    assert len(blocks) == 10
+    # Short observations are kept. The long one: one call per 10,000-character block, then one merge (11 calls on
+    # 96 kB, as MLAgentBench makes); the one over 5,000 characters but within a block: one call, no merge.
     assert len(fast_prompts) == len(blocks) + 1 + 1
     for block, prompt in zip(blocks, fast_prompts, strict=False):
         assert f"```\n{block}\n```" in prompt
-    merge = fast_prompts[3]
-    assert all(f"block {n}" in merge for n in (1, 2, 3)) and "aaaaaaaaaa" not in merge
-    assert f"```\n{mid}\n```" in fast_prompts[4]
+    merge = fast_prompts[10]
+    assert all(f"block {n}" in merge for n in range(1, 11)) and "aaaaaaaaaa" not in merge
+    assert f"```\n{mid}\n```" in fast_prompts[11]
     fast_requests = [r for r in llm_server.requests if r["model"] == "scripted-fast"]
     assert all(r["temperature"] == 0.01 and r["stop"] == ["Observation:"] for r in fast_requests)
-    assert LLMCall.objects.filter(run=run, purpose="summarize observation", model="scripted-fast").count() == 5
+    assert LLMCall.objects.filter(run=run, purpose="summarize observation", model="scripted-fast").count() == 12
     # The summary (after its [Observation]: label) stands in for the observation in the window.
     assert "\nObservation:\n```\n three lines of a, b and c\n```" in agent_prompts[3]
     assert "aaaaaaaaaa" not in agent_prompts[3]
-    assert "\nObservation:\n```\n block 5\n```" in agent_prompts[5] and "mmmmmmmmmm" not in agent_prompts[5]
+    assert "\nObservation:\n```\n block 12\n```" in agent_prompts[5] and "mmmmmmmmmm" not in agent_prompts[5]
 
 
 @pytest.mark.django_db(transaction=True)
