@@ -167,17 +167,36 @@ def parse_action_input(raw: str, action: dict) -> dict:
         raise Malformed("no JSON object was found")
     body = raw[start : end + 1]
     try:
-        value = json.loads(body)
-    except json.JSONDecodeError as exc:
         try:
-            value = json.loads(_escape_newlines_in_strings(body))
-        except json.JSONDecodeError:
-            raise Malformed(f"not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise Malformed("the JSON is not an object")
-    if set(value) != set(action["usage"]):
-        raise Malformed(f"the arguments are {sorted(value)}, not {sorted(action['usage'])}")
-    return value
+            value = json.loads(body)
+        except json.JSONDecodeError as exc:
+            try:
+                value = json.loads(_escape_newlines_in_strings(body))
+            except json.JSONDecodeError:
+                raise Malformed(f"not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise Malformed("the JSON is not an object")
+        if set(value) != set(action["usage"]):
+            raise Malformed(f"the arguments are {sorted(value)}, not {sorted(action['usage'])}")
+        return value
+    except Malformed:
+        found = _arguments_in_order(body, list(action["usage"]))
+        if found is None:
+            raise
+        return found
+
+
+def _arguments_in_order(body: str, names: list[str]) -> dict | None:
+    """The fallback MLAgentBench's agent has for an input JSON cannot read (quotes inside a value, a value in
+    triple quotes): each argument's value is the text from its key up to the next argument's key (the last such
+    key, as a greedy match finds it) or the end of the object, stripped of spaces and of the quotes around it, as
+    text. None when the keys are not all there, in order."""
+    inner = body.strip()[1:-1]
+    keys = r",\s*".join(f'"{re.escape(name)}":([\\s\\S]*)' for name in names)
+    match = re.search(keys, inner)
+    if match is None:
+        return None
+    return {name: value.strip().strip('"') for name, value in zip(names, match.groups(), strict=True)}
 
 
 def _escape_newlines_in_strings(text: str) -> str:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from mlab_agents.research import Malformed, parse_action_input
 from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.models import Agent, LLMCall, ModelEndpoint, RunLimits, Step
@@ -187,7 +188,7 @@ def test_a_long_observation_is_summarised_block_by_block_on_the_fast_model_then_
 def test_an_action_input_that_does_not_parse_is_not_acted_on_and_leaves_the_window_after_a_good_step(
     tiny_task, research, llm_server
 ):
-    bad = answer("List Files", '{"dir_path": .}', "look around")
+    bad = answer("List Files", '{"dir": .}', "look around")  # neither JSON nor the tool's argument
     llm_server.script = [
         bad,
         answer("List Files", {"dir_path": "."}, "look around again"),
@@ -250,3 +251,27 @@ def test_with_retrieval_each_step_is_logged_and_past_the_window_the_log_is_retri
     assert START not in fifth and "Thought: look 1\n" not in fifth
     assert fifth.index("retrieved: four listings so far") < fifth.index("Thought: look 2\n")
     assert fifth.index("Thought: look 2\n") < fifth.index("Thought: look 3\n") < fifth.index("Thought: look 4\n")
+
+
+WRITE_USAGE = {"usage": {"file_name": "a name", "content": "the text"}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ('{"file_name": "a.py", "content": "print("hi")"}', {"file_name": "a.py", "content": 'print("hi")'}),
+        ('{"file_name": "a.py", "content": """x = 1\ny = "q"\n"""}',
+         {"file_name": "a.py", "content": 'x = 1\ny = "q"\n'}),
+        ('```json\n{"file_name": "a.py", "content": "ok"}\n```', {"file_name": "a.py", "content": "ok"}),
+        ('{"file_name": "a.py",\n "content": "line 1\nline 2"}', {"file_name": "a.py", "content": "line 1\nline 2"}),
+    ],
+)  # fmt: skip
+def test_an_action_input_json_cannot_read_is_read_as_mlagentbench_reads_it_by_the_arguments_order(raw, parsed):
+    """Unescaped quotes inside a value and triple-quoted values pass, as MLAgentBench's fallback lets them."""
+    assert parse_action_input(raw, WRITE_USAGE) == parsed
+
+
+@pytest.mark.parametrize("raw", ['{"file": "a.py"}', '{"content": "x" "file_name": "a.py"}', "no object here"])
+def test_an_action_input_without_the_tools_arguments_in_order_is_refused(raw):
+    with pytest.raises(Malformed):
+        parse_action_input(raw, WRITE_USAGE)
