@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .query import BoardQuery
+from .query import COUNTINGS, BoardQuery
 from .selectors import ENTRANT
 
 
@@ -50,12 +50,13 @@ CSV_COLUMNS = (
     "mean_seconds",
     "mean_steps",
     "review_tags",
+    "counting",
 )
 
 
-def leaderboard_csv(rows: list[dict]) -> str:
+def leaderboard_csv(rows: list[dict], *, counting: str = "") -> str:
     """One line per row, in the page's order; an empty field where a figure does not exist (no counted run,
-    fewer than two scored runs for an interval)."""
+    fewer than two scored runs for an interval). Each line names whose counting its figures follow."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -65,6 +66,7 @@ def leaderboard_csv(rows: list[dict]) -> str:
             low, high = line.pop(f"{name}_interval") or (None, None)
             line[f"{name}_low"], line[f"{name}_high"] = low, high
         line["review_tags"] = " ".join(f"{kind}={runs}" for kind, runs in line.get("review_tags", {}).items())
+        line["counting"] = counting or "platform"
         writer.writerow({k: "" if v is None else v for k, v in line.items()})
     return out.getvalue()
 
@@ -77,6 +79,8 @@ def leaderboard_json(board: dict, *, query: BoardQuery) -> dict:
         "infrastructure_failures_counted": query.include_infrastructure,
         "self_reported_counted": query.include_self_reported,
         "category": query.category or None,
+        "counting": query.counting or "platform",
+        "counting_name": COUNTINGS[query.counting],
         "sort": query.sort or None,
         "rows": [leaderboard_row_export(r) for r in board["rows"]],
         "cells": [leaderboard_row_export(c) | {"task": c["task__slug"]} for c in board["cells"]],

@@ -44,7 +44,13 @@ class RankingOptions:
     include_self_reported: bool = False
     #: Only the tasks of this category; "" for every category.
     category: str = ""
+    #: Whose rule of what counts: "" the platform's, "mlagentbench" MLAgentBench's tables' (``?counting=``).
+    counting: str = ""
 
+
+#: The rules of what counts a reader may ask for, with the name the pages give each.
+MLAGENTBENCH = "mlagentbench"
+COUNTINGS = {"": "this platform's counting", MLAGENTBENCH: "MLAgentBench's counting"}
 
 DEFAULT_OPTIONS = RankingOptions()
 
@@ -62,6 +68,7 @@ class BoardQuery(RankingOptions):
             include_infrastructure=self.include_infrastructure,
             include_self_reported=self.include_self_reported,
             category=self.category,
+            counting=self.counting,
         )
 
 
@@ -82,6 +89,12 @@ class BoardFilters(QueryFilters):
         help_text="'all' counts self-reported (imported) runs too",
     )
     category = Choice(CATEGORIES, help_text="only the tasks of this category")
+    counting = Choice(
+        [MLAGENTBENCH],
+        expected="'mlagentbench' (or no counting parameter: this platform's)",
+        help_text="'mlagentbench' counts as MLAgentBench's tables do: runs that ended in an error of theirs (the "
+        "time limit, a budget, a crash) left out, and a final score only when it is above 0",
+    )
     sort = Text(
         max_length=100,
         pattern=r"^-?(" + "|".join(SORT_COLUMNS) + r"|task:.+)$",
@@ -114,6 +127,7 @@ def board_query_parse(params: Mapping[str, str], *, strict: bool = False) -> tup
         include_infrastructure=values["infra"] == "include",
         include_self_reported=values["origin"] == "all",
         category=values["category"] or "",
+        counting=values["counting"] or "",
         sort=sort,
     )
     return query, errors

@@ -15,7 +15,7 @@ from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows,
 from task_bank.models import Task, TaskVersion
 
 from .cache import ranking_cached
-from .query import DEFAULT_OPTIONS, RankingOptions, board_sort
+from .query import DEFAULT_OPTIONS, MLAGENTBENCH, RankingOptions, board_sort
 from .stats import Number, entrant_stats, paired_difference, ranking_key
 
 ENTRANT = ("agent__name", "agent__version", "model")
@@ -77,23 +77,31 @@ def task_versions(*, task: Task) -> QuerySet[TaskVersion]:
     return task.versions.order_by("-number")
 
 
-def _sums(*, counted: Q) -> dict:
-    """What the database counts and sums for each group of runs, over its ``counted`` runs; the infrastructure
-    failures are counted apart whether or not they are included. stats.entrant_stats makes the figures."""
+def scores_counted(options: RankingOptions) -> Q:
+    """Which counted runs' final scores count: every one, or under MLAgentBench's counting only those above 0 (its
+    plot.py takes any other as no score: the run counts, as not succeeded, and has no improvement)."""
+    return Q(final_score__gt=0) if options.counting == MLAGENTBENCH else Q()
+
+
+def _sums(*, counted: Q, scores: Q) -> dict:
+    """What the database counts and sums for each group of runs, over its ``counted`` runs (their scores where
+    ``scores`` says they count); the infrastructure failures are counted apart whether or not they are included.
+    stats.entrant_stats makes the figures."""
+    scored = counted & scores
     return {
         "runs": Count("pk", filter=counted),
-        "successes": Count("pk", filter=counted & Q(succeeded=True)),
+        "successes": Count("pk", filter=scored & Q(succeeded=True)),
         "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
-        "scored": Count("improvement", filter=counted),
-        "improvement_sum": Sum("improvement", filter=counted),
+        "scored": Count("improvement", filter=scored),
+        "improvement_sum": Sum("improvement", filter=scored),
         # The spread from the sum of squares, in Python (_with_figures): SQLite's sample deviation fails on one run.
-        "improvement_squares": Sum(F("improvement") * F("improvement"), filter=counted),
+        "improvement_squares": Sum(F("improvement") * F("improvement"), filter=scored),
         "cost_sum": Sum("cost", filter=counted),
         "tokens_sum": Sum(F("tokens_in") + F("tokens_out"), filter=counted),
         "seconds_sum": Sum("wall_seconds", filter=counted),
         "steps_sum": Sum("steps_count", filter=counted),
-        "normalised_count": Count(NORMALISED, filter=counted),
-        "normalised_sum": Sum(NORMALISED, filter=counted),
+        "normalised_count": Count(NORMALISED, filter=scored),
+        "normalised_sum": Sum(NORMALISED, filter=scored),
     }
 
 
@@ -134,8 +142,12 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     ``options.include_infrastructure`` counts as failed runs, to show what they would change. Only runs the
     platform executed and scored (``Run.VERIFIED``) unless ``options.include_self_reported``: runs imported from
     logs made elsewhere then count too, once scored (an upload's run waits for its score: ``score_pending_since``).
-    (Which tasks and versions: ``ranked_runs``.)"""
-    counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
+    (Which tasks and versions: ``ranked_runs``.) Under MLAgentBench's counting (``options.counting``) only what its
+    tables count (``Run.MLAGENTBENCH_COUNTED``), with the scores ``scores_counted`` keeps."""
+    if options.counting == MLAGENTBENCH:  # what its tables count; infrastructure failures never
+        counted = Run.MLAGENTBENCH_COUNTED
+    else:
+        counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
     runs = runs_visible_to(viewer).trials().filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
     # Self-reported runs count once scored (an upload's run waits for its score).
     runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
@@ -146,8 +158,11 @@ def task_agent_rows(*, viewer: Viewer, version: TaskVersion, options: RankingOpt
     """The per-task leaderboard: one row per agent version and model, over the runs of this version that
     rankings count (``counted_runs``)."""
     runs, counted = counted_runs(viewer=viewer, options=options)
-    best = (Max if version.higher_is_better else Min)("final_score", filter=counted)
-    groups = runs.filter(task_version=version).values(*ENTRANT).annotate(**_sums(counted=counted), best=best)
+    scores = scores_counted(options)
+    best = (Max if version.higher_is_better else Min)("final_score", filter=counted & scores)
+    groups = (
+        runs.filter(task_version=version).values(*ENTRANT).annotate(**_sums(counted=counted, scores=scores), best=best)
+    )
     return sorted((_with_figures(g) for g in groups.order_by()), key=ranking_key)
 
 
@@ -170,7 +185,7 @@ def leaderboard_cell_groups(*, viewer: Viewer, options: RankingOptions = DEFAULT
     groups with only infrastructure failures included (``runs`` 0: their row still shows how many it had). The
     rows and the cells are both made from these groups, so they always add up."""
     runs, counted = ranked_runs(viewer=viewer, options=options)
-    groups = runs.values(*ENTRANT, "task__slug").annotate(**_sums(counted=counted))
+    groups = runs.values(*ENTRANT, "task__slug").annotate(**_sums(counted=counted, scores=scores_counted(options)))
     return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
 
 
@@ -285,7 +300,8 @@ def leaderboard_improvements(*, viewer: Viewer, options: RankingOptions = DEFAUL
 
     def compute() -> list[dict]:
         runs, counted = ranked_runs(viewer=viewer, options=options)
-        points = runs.filter(counted, improvement__isnull=False).values(*ENTRANT, "task__slug", "improvement")
+        points = runs.filter(counted, scores_counted(options), improvement__isnull=False)
+        points = points.values(*ENTRANT, "task__slug", "improvement")
         return list(points.order_by("task__slug", "pk"))
 
     return ranking_cached("improvements", viewer=viewer, options=options, compute=compute)
@@ -328,7 +344,7 @@ def leaderboard_improvement_boxes(*, viewer: Viewer, options: RankingOptions = D
 def _improvement_boxes(*, viewer: Viewer, options: RankingOptions) -> list[dict]:
     runs, counted = ranked_runs(viewer=viewer, options=options)
     groups = (
-        runs.filter(counted, improvement__isnull=False)
+        runs.filter(counted, scores_counted(options), improvement__isnull=False)
         .values(*ENTRANT, "task__slug")
         .annotate(
             quartiles=Quantiles("improvement", fractions=(0.25, 0.5, 0.75)),
@@ -352,7 +368,8 @@ def task_run_scores(*, viewer: Viewer, version: TaskVersion, options: RankingOpt
         .values("run_id", "index", "score", *(f"run__{k}" for k in ENTRANT))
         .order_by("run_id", "index")
     )
-    finals = runs.filter(final_score__isnull=False).values("pk", "steps_count", "final_score", *ENTRANT)
+    finals = runs.filter(scores_counted(options), final_score__isnull=False)
+    finals = finals.values("pk", "steps_count", "final_score", *ENTRANT)
     return {
         "steps": [{k.removeprefix("run__"): v for k, v in step.items()} for step in steps],
         "finals": list(finals.order_by("pk")),
@@ -373,7 +390,7 @@ def leaderboard_compare(
     groups = (
         runs.filter(Q(**a) | Q(**b))
         .values(*ENTRANT, "task__slug")
-        .annotate(**_sums(counted=counted))
+        .annotate(**_sums(counted=counted, scores=scores_counted(options)))
         .filter(runs__gt=0)
         .order_by("task__slug")
     )

@@ -19,7 +19,7 @@ from .charts import (
 )
 from .exports import leaderboard_csv, leaderboard_json
 from .links import entrant_key, entrant_parse, runs_href
-from .query import BoardQuery, RankingOptions, board_query_parse
+from .query import COUNTINGS, BoardQuery, RankingOptions, board_query_parse
 from .selectors import (
     IMPROVEMENT_POINTS_MAX,
     home_page,
@@ -85,7 +85,8 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
     board = leaderboard_matrix(viewer=request.user, options=query.options(), sort=query.sort)
     export = request.GET.get("format")
     if export == "csv":
-        response = HttpResponse(leaderboard_csv(board["rows"]), content_type="text/csv; charset=utf-8")
+        csv_text = leaderboard_csv(board["rows"], counting=query.counting)
+        response = HttpResponse(csv_text, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="leaderboard.csv"'
         return response
     if export == "json":
@@ -99,6 +100,7 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
         "current_only": query.current_only,
         "include_infrastructure": query.include_infrastructure,
         "ranking": "with-infrastructure" if query.include_infrastructure else "counted",
+        "counting_name": COUNTINGS[query.counting],
         # The rendered table, once per ranking generation, viewer class and URL (its links keep the query string).
         "table_key": table_key,
         "table_cache_s": TIMEOUT_S if table_key else 0,

@@ -62,6 +62,8 @@ class Text(forms.CharField):
             return None
         if len(value) > self.max_length:
             raise forms.ValidationError(f"expected at most {self.max_length} characters, got {len(value)}")
+        if not value and self.pattern and not self.blank_is_value:  # the schema's pattern wants a value
+            raise forms.ValidationError("expected a value, got an empty one (leave the parameter out instead)")
         return value if value or self.blank_is_value else None
 
     def schema(self) -> dict:

@@ -333,6 +333,18 @@ class Run(models.Model):
     COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind__in=(FailureKind.INFRASTRUCTURE, FailureKind.TASK))
     #: Executed and scored by the platform: what rankings count unless asked to include self-reported runs.
     VERIFIED = models.Q(origin=Origin.VERIFIED)
+    #: How the run's error begins when it took its last allowed step (``Conversation.steps_left``), and when the
+    #: agent's process ended by itself, cleanly, without a Final Answer (``Conversation.converse``).
+    STEP_LIMIT_ERROR = "reached the step limit of "
+    CLEAN_EXIT_ERROR = "the agent process exited (code 0) "
+    #: What MLAgentBench's tables count (its plot.py): runs that ended without an error of theirs, finished or stopped
+    #: by the agent itself or at the step limit; not those it writes an error.txt for (the time limit, model errors
+    #: such as a budget or a prompt too long, an agent that crashed) nor those that never ended (infrastructure).
+    MLAGENTBENCH_COUNTED = (
+        models.Q(status=Status.FINISHED)
+        | models.Q(status=Status.FAILED, failure_kind=FailureKind.LIMIT, error__startswith=STEP_LIMIT_ERROR)
+        | models.Q(status=Status.FAILED, failure_kind=FailureKind.AGENT, error__startswith=CLEAN_EXIT_ERROR)
+    )
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")

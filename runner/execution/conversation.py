@@ -143,7 +143,7 @@ class Conversation:
             return Ending(
                 Run.Status.FAILED,
                 Run.FailureKind.AGENT,
-                f"the agent process exited (code {exc.exit_code}) without a Final Answer",
+                f"the agent process exited (code {exc.exit_code}) without a Final Answer",  # Run.CLEAN_EXIT_ERROR
             )
         except RunInterrupted as exc:
             self.steps.record_interrupted(exc.reason)
@@ -213,7 +213,7 @@ class Conversation:
         elif self.steps.step_index >= max_steps:
             told, error = (
                 f"the run reached its limit of {max_steps} steps",
-                f"reached the step limit of {max_steps} steps",
+                f"{Run.STEP_LIMIT_ERROR}{max_steps} steps",
             )
         else:
             return None

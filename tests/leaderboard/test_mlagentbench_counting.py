@@ -1,0 +1,72 @@
+"""MLAgentBench's counting as a leaderboard view (?counting=mlagentbench) beside the platform's: runs that ended in an
+error of theirs (the time limit, a budget, an agent that crashed) and infrastructure failures are left out, and a
+final score counts only when it is above 0; the page, the API and the exports say which counting they follow."""
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+
+from leaderboard.query import RankingOptions
+from leaderboard.selectors import leaderboard_rows, task_agent_rows
+from runner.models import Run
+
+from ..factories import AgentFactory, RunFactory
+
+ANYONE = AnonymousUser()
+MLAGENTBENCH = RankingOptions(counting="mlagentbench")
+FAILED, LIMIT, AGENT = Run.Status.FAILED, Run.FailureKind.LIMIT, Run.FailureKind.AGENT
+
+#: (how the run ended, its final score, improvement and success; whether MLAgentBench's tables count it)
+RUNS = [
+    ({"status": "finished"}, 3.0, 0.5, True, True),
+    ({"status": "timed_out", "failure_kind": LIMIT, "error": "reached the time limit of 60 s"}, 3.0, 0.5, True, False),
+    ({"status": FAILED, "failure_kind": LIMIT, "error": "reached the step limit of 50 steps"}, 1.0, -0.5, False, True),
+    ({"status": FAILED, "failure_kind": AGENT, "error": "the agent process exited (code 1) without a Final Answer"},
+     None, None, False, False),
+    ({"status": FAILED, "failure_kind": AGENT, "error": "the agent process exited (code 0) without a Final Answer"},
+     None, None, False, True),
+    ({"status": "finished"}, -1.0, -1.5, False, True),  # a score of 0 or less is no score to MLAgentBench
+    ({"status": FAILED, "failure_kind": LIMIT, "error": "the run's token budget of 100 would be exceeded"},
+     2.5, 0.25, True, False),
+    ({"status": FAILED, "failure_kind": Run.FailureKind.INFRASTRUCTURE, "error": "the worker stopped"},
+     None, None, False, False),
+]  # fmt: skip
+
+
+@pytest.fixture
+def runs(tiny_task):
+    agent = AgentFactory(name="solver")
+    for ended, score, improvement, succeeded, _ in RUNS:
+        RunFactory(
+            task_version=tiny_task, agent=agent, final_score=score, improvement=improvement, succeeded=succeeded,
+            **ended,
+        )  # fmt: skip
+    return tiny_task
+
+
+def test_mlagentbench_counting_leaves_out_runs_that_ended_in_their_error_and_scores_not_above_zero(runs):
+    (ours,) = leaderboard_rows(viewer=ANYONE)
+    (theirs,) = leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH)
+
+    assert (ours["runs"], ours["successes"], ours["scored"]) == (7, 3, 5)
+    assert ours["mean_improvement"] == pytest.approx((0.5 + 0.5 - 0.5 - 1.5 + 0.25) / 5)
+    assert theirs["runs"] == sum(counted for *_, counted in RUNS) == 4
+    assert (theirs["successes"], theirs["scored"]) == (1, 2)  # the finished 3.0 and the step limit's 1.0
+    assert theirs["mean_improvement"] == pytest.approx(0.0)
+    (task_row,) = task_agent_rows(viewer=ANYONE, version=runs, options=MLAGENTBENCH)
+    assert (task_row["runs"], task_row["best"]) == (4, 3.0)
+
+
+def test_the_page_the_api_and_the_exports_say_which_counting_they_follow(runs, client):
+    page = client.get("/leaderboard/?counting=mlagentbench").content.decode()
+    assert "<strong>Counting: MLAgentBench's.</strong>" in page and "This platform's counting</a>" in page
+    assert "<strong>Counting: this platform's.</strong>" in client.get("/leaderboard/").content.decode()
+
+    exported = client.get("/leaderboard/?counting=mlagentbench&format=json").json()
+    assert (exported["counting"], exported["counting_name"]) == ("mlagentbench", "MLAgentBench's counting")
+    assert exported["rows"][0]["runs"] == 4
+    csv = client.get("/leaderboard/?counting=mlagentbench&format=csv").content.decode().splitlines()
+    assert csv[0].endswith(",counting") and csv[1].endswith(",mlagentbench")
+    assert client.get("/api/v1/leaderboard/?counting=mlagentbench").json()[0]["runs"] == 4
+    refused = client.get("/api/v1/leaderboard/?counting=paper")
+    assert refused.status_code == 400 and "counting" in refused.json()
+    assert client.get("/api/v1/leaderboard/?sort=").status_code == 400  # its schema asks for a column
