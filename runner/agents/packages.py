@@ -56,10 +56,12 @@ def agent_manifest_parse(text: str) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise AgentPackageError(f"agent.toml is not valid TOML: {exc}") from exc
-    known = {"name", "version", "entrypoint", "description", "uses_llm", "default_model", "config"}
+    known = {"name", "version", "entrypoint", "description", "uses_llm", "default_model", "config", "mlagentbench"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise AgentPackageError(f"agent.toml: unknown keys {unknown}; expected some of {sorted(known)}")
+    if "mlagentbench" in data:
+        data = _mlagentbench_manifest(data)
     for key in ("name", "entrypoint"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise AgentPackageError(f"agent.toml needs {key} (a string)")
@@ -91,6 +93,71 @@ def agent_manifest_parse(text: str) -> dict:
         raise AgentPackageError("agent.toml: [config] must be a table")
     _config_check(data.get("config", {}))
     return data
+
+
+#: The entry point of a package of MLAgentBench's own code: the adapter that runs its agent class unchanged.
+MLAGENTBENCH_ADAPTER = "mlab_agents.mlagentbench"
+#: The arguments of MLAgentBench's runner.py an ``[mlagentbench.args]`` table may set: the agent's, not the models
+#: (a run's models are whoever starts it) nor the task, the folders or the limits (the platform's).
+MLAGENTBENCH_ARGS = {
+    "agent_max_steps": int, "edit_script_llm_max_tokens": int, "actions_remove_from_prompt": list,
+    "actions_add_to_prompt": list, "retrieval": bool, "valid_format_entires": list, "max_steps_in_context": int,
+    "max_observation_steps_in_context": int, "max_retries": int, "langchain_agent": str,
+}  # fmt: skip
+
+
+def _mlagentbench_manifest(data: dict) -> dict:
+    """A package of MLAgentBench's code: ``[mlagentbench]`` names the agent class (and ``args``, runner.py's agent
+    arguments); the entry point is the adapter (``mlab_agents.mlagentbench``), the agent asks for models, and the
+    table reaches the adapter in the start message's config."""
+    table = data["mlagentbench"]
+    if not isinstance(table, dict) or not isinstance(table.get("agent"), str) or not table["agent"].isidentifier():
+        raise AgentPackageError(
+            "agent.toml: [mlagentbench] needs agent, the name of a class in MLAgentBench/agents/ (such as "
+            '"ResearchAgent")'
+        )
+    unknown = sorted(set(table) - {"agent", "args"})
+    if unknown:
+        raise AgentPackageError(f"agent.toml: unknown keys {unknown} in [mlagentbench]; expected agent, args")
+    args = table.get("args", {})
+    if not isinstance(args, dict):
+        raise AgentPackageError("agent.toml: [mlagentbench.args] must be a table")
+    for key, value in args.items():
+        kind = MLAGENTBENCH_ARGS.get(key)
+        if kind is None:
+            raise AgentPackageError(
+                f"agent.toml: [mlagentbench.args] {key} is not one of runner.py's agent arguments that a package may "
+                f"set ({', '.join(sorted(MLAGENTBENCH_ARGS))}); the models are the run's"
+            )
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise AgentPackageError(
+                f"agent.toml: [mlagentbench.args] {key} is {_toml_type(value)}; expected {kind.__name__}"
+            )
+    if data.get("entrypoint", MLAGENTBENCH_ADAPTER) != MLAGENTBENCH_ADAPTER:
+        raise AgentPackageError(
+            f"agent.toml: a package with [mlagentbench] runs through {MLAGENTBENCH_ADAPTER}; leave entrypoint out"
+        )
+    config = dict(data.get("config") or {})
+    config["mlagentbench"] = {"agent": table["agent"], "args": dict(args)}
+    return {k: v for k, v in data.items() if k != "mlagentbench"} | {
+        "entrypoint": MLAGENTBENCH_ADAPTER, "uses_llm": data.get("uses_llm", True), "config": config,
+    }  # fmt: skip
+
+
+def _mlagentbench_check(root: Path, agent: str) -> None:
+    """The package holds MLAgentBench's folder with its schema, its actions and a module of agents/ defining the
+    class."""
+    folder = root / "MLAgentBench"
+    needed = ["schema.py", "low_level_actions.py", "high_level_actions.py", "agents/__init__.py"]
+    missing = [name for name in needed if not (folder / name).is_file()]
+    if missing:
+        raise AgentPackageError(
+            f"a package with [mlagentbench] holds MLAgentBench's package folder as its repository has it; "
+            f"MLAgentBench/{', MLAgentBench/'.join(missing)} is missing"
+        )
+    defining = re.compile(rf"^class {re.escape(agent)}\b", re.MULTILINE)
+    if not any(defining.search(path.read_text(errors="replace")) for path in (folder / "agents").glob("*.py")):
+        raise AgentPackageError(f"[mlagentbench] agent {agent!r}: no module of MLAgentBench/agents/ defines it")
 
 
 def _config_check(config: dict) -> None:
@@ -270,7 +337,10 @@ def _manifest_read(root: Path) -> dict:
             f"agent.toml is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8"
         ) from None
     data = agent_manifest_parse(text)
-    if not _entrypoint_exists(root, data["entrypoint"]):
+    mlagentbench = (data.get("config") or {}).get("mlagentbench")
+    if data["entrypoint"] == MLAGENTBENCH_ADAPTER and isinstance(mlagentbench, dict):
+        _mlagentbench_check(root, mlagentbench["agent"])
+    elif not _entrypoint_exists(root, data["entrypoint"]):
         raise AgentPackageError(
             f"the entrypoint module {data['entrypoint']} is not in the package "
             f"(expected {data['entrypoint'].replace('.', '/')}.py)"

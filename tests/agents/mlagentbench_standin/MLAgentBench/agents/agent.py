@@ -1,0 +1,37 @@
+"""A stand-in agent with the interface of MLAgentBench's agents: built from (args, env), run(env) until is_final."""
+
+import json
+import os
+import re
+
+import anthropic
+
+from MLAgentBench.LLM import complete_text, complete_text_fast
+from MLAgentBench.schema import Action
+
+
+def initial_prompt(env, args):
+    tools = "\n".join(
+        f"- {name}: {info.description} {json.dumps(info.usage)}" for name, info in env.action_infos.items()
+    )
+    return f"Tools:\n{tools}\n\nProblem: {env.research_problem}\nRetries: {args.max_retries}\nAnswer: Action, Input.\n"
+
+
+class StandInAgent:
+    def __init__(self, args, env):
+        self.args = args
+        self.prompt = initial_prompt(env, args)
+        self.log_dir = os.path.join(args.log_dir, "agent_log")
+        os.makedirs(self.log_dir, exist_ok=True)
+
+    def run(self, env):
+        prompt = self.prompt
+        while not env.is_final():
+            completion = complete_text(prompt, os.path.join(self.log_dir, "step.log"), self.args.llm_name)
+            action = re.search(r"Action:\s*(.*)", completion).group(1).strip()
+            action_input = json.loads(re.search(r"Action Input:\s*(\{.*\})", completion, re.DOTALL).group(1))
+            observation = env.execute(Action(action, action_input))
+            if len(observation) > 20:
+                observation = complete_text_fast(f"Summarise: {observation}", log_file=None)
+            prompt += anthropic.AI_PROMPT + "\n" + completion + "\nObservation:\n" + observation + "\n"
+        return "Finished: " + str(len(env.trace.steps)) + " steps"
