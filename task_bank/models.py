@@ -119,6 +119,17 @@ class TaskVersion(models.Model):
         return fixed if isinstance(fixed, dict) else None
 
     @property
+    def script_time_s(self) -> int | None:
+        """A script's own time limit (``TaskManifest.script_time_s``): None the platform's, 0 none of its own."""
+        value = (self.manifest or {}).get("script_time_s")
+        return int(value) if value is not None else None
+
+    @property
+    def script_memory_mb(self) -> int | None:
+        value = (self.manifest or {}).get("script_memory_mb")
+        return int(value) if value is not None else None
+
+    @property
     def baseline_declared(self) -> bool:
         """Whether the baseline in force is the one the task declares (not a measured mean)."""
         fixed = self.fixed_baseline

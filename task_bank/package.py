@@ -63,6 +63,10 @@ class TaskManifest:
     #: A baseline the task declares instead of (``when = "always"``) or failing (``"unmeasured"``) a measured one:
     #: {"score": float, "reason": str, "when": str}; None: measured by validation.
     baseline: dict | None = None
+    #: A script's own time limit in seconds (None: the platform's BENCH_ACTION_TIMEOUT_S; 0: none of its own, the
+    #: run's time limit bounds it, as MLAgentBench's scripts) and memory (None: twice the task's memory_mb).
+    script_time_s: int | None = None
+    script_memory_mb: int | None = None
 
     @property
     def resources(self) -> dict:
@@ -172,6 +176,8 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         success_threshold=_as_number(metric.get("success_threshold", 0.10), "metric.success_threshold", above=0),
         max_steps=_as_number(limits.get("max_steps", 50), "limits.max_steps", int, at_least=1),
         max_time_s=_as_number(limits.get("max_time_s", 5 * 3600), "limits.max_time_s", int, at_least=1),
+        script_time_s=_optional(limits, "script_time_s", at_least=0),
+        script_memory_mb=_optional(limits, "script_memory_mb", at_least=256),
         cpus=_as_number(resources.get("cpus", 1), "resources.cpus", int, at_least=1),
         memory_mb=_as_number(resources.get("memory_mb", 4096), "resources.memory_mb", int, at_least=256),
         gpus=_as_number(resources.get("gpus", 0), "resources.gpus", int, at_least=0),
@@ -181,6 +187,11 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         hide=_hide_parse(sandbox),
         baseline=_baseline_parse(baseline),
     )
+
+
+def _optional(table: dict, key: str, *, at_least: int) -> int | None:
+    """A whole number of [limits] that may be left out (None)."""
+    return None if key not in table else _as_number(table[key], f"limits.{key}", int, at_least=at_least)
 
 
 #: When a declared baseline is the task's: instead of any measured one, or only when none could be measured.

@@ -69,6 +69,10 @@ def task_import(
         manifest = replace(manifest, metric_name=metric_name, timed=manifest.timed or metric_is_timed(metric_name))
     if higher_is_better is not None:
         manifest = replace(manifest, higher_is_better=higher_is_better)
+    if not (package.root / "task.toml").is_file() and manifest.script_time_s is None:
+        manifest = replace(
+            manifest, script_time_s=0
+        )  # a bare MLAgentBench folder: its scripts have no limit of their own
     if manifest.baseline is None and (fixed := mlagentbench_baseline(Path(root).name)) is not None:
         manifest = replace(manifest, baseline=fixed)  # an MLAgentBench folder, with the baseline its plot.py fixes
     if manifest.higher_is_better is None:
@@ -126,6 +130,11 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 **({"serve": manifest.serve} if manifest.serve else {}),
                 **({"hide": list(manifest.hide)} if manifest.hide else {}),
                 **({"baseline": manifest.baseline} if manifest.baseline else {}),
+                **{
+                    k: getattr(manifest, k)
+                    for k in ("script_time_s", "script_memory_mb")
+                    if getattr(manifest, k) is not None
+                },
             },
         )
         task.title = manifest.title

@@ -27,7 +27,7 @@ from ..workspace.snapshots import BlobStore, Manifest, workspace_restore
 from .preparation import PreparedTask, task_version_prepare
 from .sandboxes import get_sandbox
 from .serving import serve_requests
-from .workspaces import script_limits
+from .workspaces import script_limits, script_time_s
 
 # The harness (runner/harness/score.py) runs inside the sandbox: it imports scripts/eval.py as MLAgentBench
 # does, calls get_score on the submission and reports on a pipe (or a folder for backends that cannot pass one).
@@ -221,7 +221,7 @@ def _evaluate_served(
         limits=limits,
         stdin=subprocess.PIPE,
     )
-    served = serve_requests(proc, requests, count, answers, timeout_s=settings.BENCH_ACTION_TIMEOUT_S, tick=tick)
+    served = serve_requests(proc, requests, count, answers, timeout_s=script_time_s(version), tick=tick)
     if served.error:
         return EvalResult(None, served.error, served.log, 0)
     result = room.score(

@@ -312,7 +312,7 @@ class RunSession(RunPulse):
                 script=self.version.script_name,
                 outputs=tuple(self.version.script_outputs),
                 limits=self.environment.limits,
-                timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+                timeout_s=self.environment.action_timeout_s,
                 env=self.environment.sandbox_env(),
                 masks=self.environment.masks,
             )

@@ -70,16 +70,26 @@ def attempt_workspace_lay_out(
     return snapshotter
 
 
+def script_time_s(version: TaskVersion) -> int:
+    """How long one script may run: the task's own limit (``[limits] script_time_s``), else the platform's
+    ``BENCH_ACTION_TIMEOUT_S``; a task that gives its scripts none of their own (0, as a bare MLAgentBench folder
+    does) has them bounded by the run's time limit only."""
+    own = version.script_time_s
+    if own is None:
+        return settings.BENCH_ACTION_TIMEOUT_S
+    return own or version.max_time_s
+
+
 def script_limits(version: TaskVersion) -> Limits:
-    """What a script of the workspace may use: the task's resources (memory doubled, as headroom for the
-    interpreter), and CPU time for an action's whole timeout on every CPU."""
+    """What a script of the workspace may use: the task's resources (its own script memory, else its memory
+    doubled, as headroom for the interpreter), and CPU time for a script's whole time limit on every CPU."""
     resources = version.resources or {}
     cpus = float(resources.get("cpus", 1))
     return Limits(
-        memory_mb=int(resources.get("memory_mb", 4096)) * 2,
+        memory_mb=version.script_memory_mb or int(resources.get("memory_mb", 4096)) * 2,
         cpus=cpus,
         gpus=int(resources.get("gpus", 0)),
-        cpu_seconds=settings.BENCH_ACTION_CPU_S or int(settings.BENCH_ACTION_TIMEOUT_S * max(cpus, 1)),
+        cpu_seconds=settings.BENCH_ACTION_CPU_S or int(script_time_s(version) * max(cpus, 1)),
     )
 
 
@@ -101,7 +111,7 @@ def action_environment(
         read_only_patterns=list(version.read_only_patterns),
         read_only_files=prepared.read_only_files,
         limits=limits,
-        action_timeout_s=settings.BENCH_ACTION_TIMEOUT_S,
+        action_timeout_s=script_time_s(version),
         observation_limit=settings.BENCH_OBSERVATION_LIMIT,
         on_output=on_output,
         tick=tick,
