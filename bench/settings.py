@@ -313,6 +313,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 BENCH_DATA_DIR = VAR_DIR
 BENCH_RUNS_DIR = Path(os.environ.get("BENCH_RUNS_DIR", VAR_DIR / "runs"))
 BENCH_TASK_CACHE_DIR = Path(os.environ.get("BENCH_TASK_CACHE_DIR", VAR_DIR / "tasks"))
+# A task's own Python packages ([environment] packages): installed once per list by the worker, wheels only, from the
+# package registry it reaches (runner/execution/task_packages.py), within this many seconds.
+BENCH_TASK_PACKAGES_DIR = Path(os.environ.get("BENCH_TASK_PACKAGES_DIR", VAR_DIR / "task-packages"))
+BENCH_TASK_PACKAGES_TIMEOUT_S = env_int("BENCH_TASK_PACKAGES_TIMEOUT_S", 1800)
 BENCH_BLOB_DIR = Path(os.environ.get("BENCH_BLOB_DIR", MEDIA_ROOT / "blobs"))
 
 

@@ -119,6 +119,11 @@ class TaskVersion(models.Model):
         return fixed if isinstance(fixed, dict) else None
 
     @property
+    def task_packages(self) -> list[str]:
+        """Python packages the task's scripts and evaluation need beyond the platform's (``TaskManifest.packages``)."""
+        return [str(spec) for spec in (self.manifest or {}).get("packages", [])]
+
+    @property
     def script_time_s(self) -> int | None:
         """A script's own time limit (``TaskManifest.script_time_s``): None the platform's, 0 none of its own."""
         value = (self.manifest or {}).get("script_time_s")

@@ -17,6 +17,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 CATEGORIES = {
     "canonical": "Canonical",
     "classic_kaggle": "Classic Kaggle",
@@ -67,6 +69,9 @@ class TaskManifest:
     #: run's time limit bounds it, as MLAgentBench's scripts) and memory (None: twice the task's memory_mb).
     script_time_s: int | None = None
     script_memory_mb: int | None = None
+    #: Python packages the task's scripts and evaluation need beyond the platform's ("xgboost==2.1.1"), installed
+    #: once per list from the package registry the worker reaches (runner/execution/task_packages.py).
+    packages: tuple[str, ...] = ()
 
     @property
     def resources(self) -> dict:
@@ -131,7 +136,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         raise TaskPackageError(f"task.toml is not valid TOML: {exc}") from exc
     known = {
         "title", "category", "script", "license", "description", "metric", "limits", "resources", "prepare",
-        "reference_score", "validation", "evaluation", "sandbox", "baseline",
+        "reference_score", "validation", "evaluation", "sandbox", "baseline", "environment",
     }  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
@@ -144,8 +149,10 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
     evaluation = data.get("evaluation", {})
     sandbox = data.get("sandbox", {})
     baseline = data.get("baseline", {})
+    environment = data.get("environment", {})
     for name, table in (
         ("baseline", baseline),
+        ("environment", environment),
         ("metric", metric),
         ("limits", limits),
         ("resources", resources),
@@ -186,7 +193,30 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         serve=_serve_parse(evaluation),
         hide=_hide_parse(sandbox),
         baseline=_baseline_parse(baseline),
+        packages=_packages_parse(environment),
     )
+
+
+def _packages_parse(environment: dict) -> tuple[str, ...]:
+    """[environment] packages: requirement specifiers of packages on a registry ("name==1.2", "name>=1,<2"), no
+    URL, path or option."""
+    unknown = sorted(set(environment) - {"packages"})
+    if unknown:
+        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [environment]; expected packages")
+    packages = environment.get("packages", [])
+    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+        raise TaskPackageError('task.toml: [environment] packages must be a list of strings such as "xgboost==2.1.1"')
+    for spec in packages:
+        try:
+            requirement = Requirement(spec)
+        except InvalidRequirement as exc:
+            raise TaskPackageError(f"task.toml: [environment] package {spec!r} is not a requirement: {exc}") from None
+        if requirement.url or spec.strip().startswith("-"):
+            raise TaskPackageError(
+                f"task.toml: [environment] package {spec!r}: name a package of the registry (and its versions), "
+                "not a URL, a path or an option"
+            )
+    return tuple(spec.strip() for spec in packages)
 
 
 def _optional(table: dict, key: str, *, at_least: int) -> int | None:

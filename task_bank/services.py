@@ -130,6 +130,7 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 **({"serve": manifest.serve} if manifest.serve else {}),
                 **({"hide": list(manifest.hide)} if manifest.hide else {}),
                 **({"baseline": manifest.baseline} if manifest.baseline else {}),
+                **({"packages": list(manifest.packages)} if manifest.packages else {}),
                 **{
                     k: getattr(manifest, k)
                     for k in ("script_time_s", "script_memory_mb")

@@ -62,6 +62,7 @@ def bench_dirs(settings, bench_var):
     settings.BENCH_DATA_DIR = bench_var
     settings.BENCH_RUNS_DIR = bench_var / "runs"
     settings.BENCH_TASK_CACHE_DIR = bench_var / "tasks"
+    settings.BENCH_TASK_PACKAGES_DIR = bench_var / "task-packages"
     settings.MEDIA_ROOT = bench_var / "media"
     settings.BENCH_BLOB_DIR = bench_var / "media" / "blobs"
     (bench_var / "runs").mkdir(exist_ok=True)

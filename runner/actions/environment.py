@@ -28,6 +28,8 @@ from .types import WORKSPACE, ActionOutcome, EnvError
 SANDBOXED_ACTIONS = frozenset({EXECUTE_SCRIPT, PYTHON_REPL})
 # Room for the words an action puts around bounded output ("The script has been executed...", exit notes).
 WRAPPER_ROOM = 1000
+#: Where a task's own packages are in its sandboxes (runner/execution/task_packages.TARGET).
+PACKAGES_TARGET = "/opt/task-packages"
 
 
 @dataclass
@@ -49,6 +51,8 @@ class Environment:
     workspace_limit_mb: int = 2048
     #: Package data the task is built from, masked in the workspace's sandbox (sandbox/masks.py).
     masks: list[Mount] = field(default_factory=list)
+    #: The task's own packages (``execution/task_packages.py``), mounted at PACKAGES_TARGET, first on the path.
+    packages: Path | None = None
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
@@ -174,10 +178,17 @@ class Environment:
     def mounts(self) -> list[Mount]:
         """The workspace read-write, with the task's read-only files bound read-only on top, and the package data
         the task is built from masked."""
-        return [*folder_mounts(self.workspace, WORKSPACE, self.read_only_files), *self.masks]
+        return [*folder_mounts(self.workspace, WORKSPACE, self.read_only_files), *self.code_mounts]
+
+    @property
+    def code_mounts(self) -> list[Mount]:
+        """What the workspace's code sees besides the workspace: the masks, and the task's packages."""
+        packages = [Mount(self.packages, PACKAGES_TARGET)] if self.packages is not None else []
+        return [*self.masks, *packages]
 
     def sandbox_env(self) -> dict[str, str]:
-        return script_env(cpus=self.cpus, gpus=self.limits.gpus)
+        env = script_env(cpus=self.cpus, gpus=self.limits.gpus)
+        return env | ({"PYTHONPATH": PACKAGES_TARGET} if self.packages is not None else {})
 
     # -- execution -----------------------------------------------------------------------------------------
     def validate_input(self, spec: ActionSpec, action_input: object) -> dict:

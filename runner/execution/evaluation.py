@@ -134,7 +134,10 @@ class _HiddenRoom:
     def harness(self, args: list[str], mounts: list[Mount]) -> tuple[EvalResult | _Ran, bytes]:
         read_end = write_end = None
         out = self.scratch / f"out-{args[0].strip('-') if args[0].startswith('--') else 'score'}"
-        mounts = [Mount(HARNESS_DIR, HARNESS_TARGET), Mount(self.prepared.scripts_dir, "/task/scripts"), *mounts]
+        mounts = [
+            Mount(HARNESS_DIR, HARNESS_TARGET), Mount(self.prepared.scripts_dir, "/task/scripts"),
+            *self.prepared.package_mounts(), *mounts,
+        ]  # fmt: skip
         version = self.prepared.version
         memory = int(version.resources.get("memory_mb", 4096))
         options = {}
@@ -157,6 +160,7 @@ class _HiddenRoom:
                 cwd="/task/scripts",
                 # eval.py may need the task's GPUs as much as its scripts (scoring a model by running it).
                 limits=Limits(memory_mb=max(memory, 2048) * 2, gpus=int(version.resources.get("gpus", 0))),
+                env=self.prepared.package_env(),
                 **options,
             )
             if write_end is not None:
@@ -215,9 +219,10 @@ def _evaluate_served(
             Mount(HARNESS_DIR, HARNESS_TARGET),
             *folder_mounts(env_dir, WORKSPACE, sorted(read_only)),
             *package_masks(room.sandbox, version.hidden_package_data),
+            *prepared.package_mounts(),
         ],
         cwd=WORKSPACE,
-        env=script_env(cpus=int(limits.cpus or 1), gpus=limits.gpus),
+        env=script_env(cpus=int(limits.cpus or 1), gpus=limits.gpus) | prepared.package_env(),
         limits=limits,
         stdin=subprocess.PIPE,
     )

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +19,8 @@ from ..sandbox.identity import owned_by_root, writable_for_sandbox
 from ..sandbox.process import run_process
 from ..workspace.snapshots import BlobStore, Manifest
 from .sandboxes import get_sandbox
+from .task_packages import TARGET as PACKAGES_TARGET
+from .task_packages import TaskPackagesError, file_lock, task_packages_install
 
 
 class TaskPreparationError(Exception):
@@ -35,6 +34,16 @@ class PreparedTask:
     env_manifest: Manifest
     env_manifest_sha: str
     prepare_log: str
+    #: The task's own packages, installed (``task_packages``); None when it needs none.
+    packages: Path | None = None
+
+    def package_mounts(self) -> list[Mount]:
+        """The task's packages, read-only where its code runs."""
+        return package_mounts(self.packages)
+
+    def package_env(self) -> dict[str, str]:
+        """What puts the task's packages first on its code's path."""
+        return package_env(self.packages)
 
     @property
     def scripts_dir(self) -> Path:
@@ -45,26 +54,16 @@ class PreparedTask:
         return sorted(p for p in self.env_manifest if is_read_only(p, self.version.read_only_patterns))
 
 
+def package_mounts(packages: Path | None) -> list[Mount]:
+    return [Mount(packages, PACKAGES_TARGET)] if packages is not None else []
+
+
+def package_env(packages: Path | None) -> dict[str, str]:
+    return {"PYTHONPATH": PACKAGES_TARGET} if packages is not None else {}
+
+
 def cache_dir(version: TaskVersion) -> Path:
     return Path(settings.BENCH_TASK_CACHE_DIR) / version.digest
-
-
-@contextmanager
-def _lock(path: Path, *, tick: Callable[[], None] | None = None):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if tick is not None:
-                    tick()
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _run_prepare(
@@ -73,6 +72,8 @@ def _run_prepare(
     sandbox: Sandbox,
     tick: Callable[[], None] | None,
     on_output: Callable[[str, bytes], None] | None,
+    *,
+    packages: Path | None = None,
 ) -> str:
     network = version.prepare_needs_network and getattr(settings, "BENCH_ALLOW_PREPARE_NETWORK", False)
     if version.prepare_needs_network and not network:
@@ -82,8 +83,9 @@ def _run_prepare(
         )
     proc = sandbox.popen(
         [sandbox.python, "-u", "prepare.py"],
-        mounts=[Mount(work, "/task", writable=True)],
+        mounts=[Mount(work, "/task", writable=True), *package_mounts(packages)],
         cwd="/task/scripts",
+        env=package_env(packages),
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
         network=network,
     )
@@ -110,16 +112,21 @@ def task_version_prepare(
     tick: Callable[[], None] | None = None,
     on_output: Callable[[str, bytes], None] | None = None,
 ) -> PreparedTask:
-    """The prepared task (cached by digest): prepare.py has run and the env files are blobs.
+    """The prepared task (cached by digest): its packages are installed, prepare.py has run and the env files are
+    blobs.
 
     tick is called while prepare.py runs or another process holds the preparation lock (heartbeats); on_output
     gets what prepare.py writes, as it writes it."""
     root = cache_dir(version)
     store = BlobStore()
-    with _lock(root.with_suffix(".lock"), tick=tick):
+    sandbox = sandbox or get_sandbox()
+    try:
+        packages = task_packages_install(version, python=sandbox.python, tick=tick)
+    except TaskPackagesError as exc:
+        raise TaskPreparationError(f"the task's packages ([environment] packages): {exc}") from exc
+    with file_lock(root.with_suffix(".lock"), tick=tick):
         marker = root / "prepared.json"
         if not marker.exists():
-            sandbox = sandbox or get_sandbox()
             root.parent.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(prefix=f".{version.digest[:12]}-", dir=root.parent))
             try:
@@ -128,7 +135,7 @@ def task_version_prepare(
                 log = ""
                 if (work / "scripts" / "prepare.py").is_file():
                     writable_for_sandbox(work, sandbox.ids, sticky=False)
-                    log = _run_prepare(work, version, sandbox, tick, on_output)
+                    log = _run_prepare(work, version, sandbox, tick, on_output, packages=packages)
                     owned_by_root(work, sandbox.ids)  # what prepare.py made becomes shared, read-only task data
                 sha = _env_store(work, version, store)
                 (work / "prepared.json").write_text(json.dumps({"env_manifest": sha, "log": log}))
@@ -147,6 +154,7 @@ def task_version_prepare(
         env_manifest=store.manifest_load(info["env_manifest"]),
         env_manifest_sha=info["env_manifest"],
         prepare_log=info.get("log", ""),
+        packages=packages,
     )
 
 

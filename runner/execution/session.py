@@ -314,7 +314,7 @@ class RunSession(RunPulse):
                 limits=self.environment.limits,
                 timeout_s=self.environment.action_timeout_s,
                 env=self.environment.sandbox_env(),
-                masks=self.environment.masks,
+                masks=self.environment.code_mounts,
             )
         )
         return evaluate_paired(

@@ -121,4 +121,5 @@ def action_environment(
         llm=llm,
         workspace_limit_mb=settings.BENCH_WORKSPACE_LIMIT_MB,
         masks=package_masks(sandbox, version.hidden_package_data),
+        packages=prepared.packages,
     )
