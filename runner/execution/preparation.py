@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from ..sandbox.process import run_process
 from ..workspace.snapshots import BlobStore, Manifest
 from .sandboxes import get_sandbox
 from .task_packages import TARGET as PACKAGES_TARGET
-from .task_packages import TaskPackagesError, file_lock, task_packages_install
+from .task_packages import TaskPackagesError, file_lock, staged_folder, task_packages_install
 
 
 class TaskPreparationError(Exception):
@@ -127,9 +126,7 @@ def task_version_prepare(
     with file_lock(root.with_suffix(".lock"), tick=tick):
         marker = root / "prepared.json"
         if not marker.exists():
-            root.parent.mkdir(parents=True, exist_ok=True)
-            work = Path(tempfile.mkdtemp(prefix=f".{version.digest[:12]}-", dir=root.parent))
-            try:
+            with staged_folder(root, prefix=f".{version.digest[:12]}-") as work:
                 shutil.copytree(version.package_path, work, dirs_exist_ok=True)
                 (work / "env").mkdir(exist_ok=True)
                 log = ""
@@ -139,12 +136,6 @@ def task_version_prepare(
                     owned_by_root(work, sandbox.ids)  # what prepare.py made becomes shared, read-only task data
                 sha = _env_store(work, version, store)
                 (work / "prepared.json").write_text(json.dumps({"env_manifest": sha, "log": log}))
-                if root.exists():
-                    shutil.rmtree(root)
-                work.rename(root)
-            except BaseException:
-                shutil.rmtree(work, ignore_errors=True)
-                raise
         info = json.loads(marker.read_text())
         if not _blobs_present(store, info["env_manifest"]):
             info["env_manifest"] = _env_store(root, version, store)  # the collector took them: stored again

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -59,40 +59,54 @@ def task_packages_install(version: TaskVersion, *, python: str, tick: Callable[[
 
 
 def _install(packages: list[str], folder: Path, *, python: str, tick: Callable[[], None] | None) -> None:
-    work = Path(tempfile.mkdtemp(prefix=".install-", dir=folder.parent))
+    log = folder.with_suffix(".log")
     try:
-        command = [
-            python, "-m", "pip", "install", "--target", str(work), "--only-binary", ":all:", "--no-input",
-            "--disable-pip-version-check", "--no-warn-script-location", "--no-compile", *packages,
-        ]  # fmt: skip
-        log = work.with_suffix(".log")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + settings.BENCH_TASK_PACKAGES_TIMEOUT_S
-            while proc.poll() is None:
-                if tick is not None:
-                    tick()
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    proc.wait()
-                    raise TaskPackagesError(
-                        f"installing {', '.join(packages)} did not finish within "
-                        f"{settings.BENCH_TASK_PACKAGES_TIMEOUT_S} s (BENCH_TASK_PACKAGES_TIMEOUT_S)"
-                    )
-                time.sleep(0.5)
-        said = log.read_text(errors="replace")[-3000:].strip()
+        with staged_folder(folder, prefix=".install-") as work:
+            command = [
+                python, "-m", "pip", "install", "--target", str(work), "--only-binary", ":all:", "--no-input",
+                "--disable-pip-version-check", "--no-warn-script-location", "--no-compile", *packages,
+            ]  # fmt: skip
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                _wait(proc, packages, tick)
+            if proc.returncode != 0:
+                said = log.read_text(errors="replace")[-3000:].strip()
+                raise TaskPackagesError(f"pip could not install {', '.join(packages)} (wheels only): {said}")
+            for path in [work, *work.rglob("*")]:  # readable by every sandbox user, written by none
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            (work / ".installed.json").write_text(json.dumps({"packages": packages, "python": python}))
+    finally:
         log.unlink(missing_ok=True)
-        if proc.returncode != 0:
-            raise TaskPackagesError(f"pip could not install {', '.join(packages)} (wheels only): {said}")
-        for path in [work, *work.rglob("*")]:  # readable by every sandbox user, written by none
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        (work / ".installed.json").write_text(json.dumps({"packages": packages, "python": python}))
-        if folder.exists():
-            shutil.rmtree(folder)
-        work.rename(folder)
+
+
+def _wait(proc: subprocess.Popen, packages: list[str], tick: Callable[[], None] | None) -> None:
+    deadline = time.monotonic() + settings.BENCH_TASK_PACKAGES_TIMEOUT_S
+    while proc.poll() is None:
+        if tick is not None:
+            tick()
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise TaskPackagesError(
+                f"installing {', '.join(packages)} did not finish within {settings.BENCH_TASK_PACKAGES_TIMEOUT_S} s "
+                "(BENCH_TASK_PACKAGES_TIMEOUT_S)"
+            )
+        time.sleep(0.5)
+
+
+@contextmanager
+def staged_folder(dest: Path, *, prefix: str) -> Iterator[Path]:
+    """A scratch folder beside ``dest`` that takes its place when the block ends without an error, and goes when it
+    raises: a cached folder is whole or not there."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=dest.parent))
+    try:
+        yield work
+        if dest.exists():
+            shutil.rmtree(dest)
+        work.rename(dest)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
-        work.with_suffix(".log").unlink(missing_ok=True)
         raise
 
 
