@@ -1,29 +1,12 @@
-"""The ranking generation and the triggers that bump it (see ``leaderboard.models.RankingGeneration``).
-
-Triggers, not calls in the code that writes: runner must not know of rankings (it imports nothing of leaderboard),
-and every writer is covered this way, the admin, bulk updates, cascades and management commands included. They
-watch only what rankings read, so a live run's heartbeats and step counts bump nothing."""
+"""The ranking generation and the triggers that bump it (see ``leaderboard.models.RankingGeneration`` and
+``leaderboard.triggers``, which installs SQLite's again after every migrate)."""
 
 from django.db import migrations, models
 
-TERMINAL = "('finished', 'failed', 'cancelled', 'timed_out')"
-#: What rankings read of a run (``leaderboard.selectors``: counted_runs, _sums, NORMALISED, ENTRANT, the charts).
-RUN_FIELDS = (
-    "status", "failure_kind", "purpose", "origin", "forked_from_id", "fork_step", "agent_id", "model", "task_id",
-    "task_version_id", "final_score", "paired_baseline", "improvement", "succeeded", "cost", "tokens_in",
-    "tokens_out", "wall_seconds", "steps_count",
-)  # fmt: skip
-#: What rankings read of the other tables: an entrant's name and who may see it, which tasks and versions count.
-OTHER_FIELDS = {
-    "runner_agent": ("name", "version", "visibility", "owner_id"),
-    "task_bank_task": ("slug", "category", "is_enabled", "current_version_id"),
-    "task_bank_taskversion": ("task_id", "baseline_score", "reference_score", "higher_is_better"),
-}
-TABLE = "leaderboard_rankinggeneration"
+from leaderboard.triggers import OTHER_FIELDS, RUN_FIELDS, TABLE, TERMINAL, changed, sqlite_triggers
 
-
-def _changed(fields: tuple[str, ...], old: str = "OLD", new: str = "NEW") -> str:
-    return " OR ".join(f"{old}.{f} IS DISTINCT FROM {new}.{f}" for f in fields)
+#: The triggers of this migration on SQLite (leaderboard.triggers has them all; 0002 adds the review tags').
+SQLITE_NAMES = ("leaderboard_runs_", "leaderboard_runner_agent_", "leaderboard_task_bank_")
 
 
 def _postgresql() -> tuple[list[str], list[str]]:
@@ -40,7 +23,7 @@ def _postgresql() -> tuple[list[str], list[str]]:
         f"IF EXISTS (SELECT 1 FROM changed WHERE {ended}) THEN {bump}; END IF; RETURN NULL; END $$",
         "CREATE FUNCTION leaderboard_runs_updated() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "IF EXISTS (SELECT 1 FROM before_rows o JOIN after_rows n ON n.id = o.id "
-        f"WHERE (o.{ended} OR n.{ended}) AND ({_changed(RUN_FIELDS, 'o', 'n')})) THEN {bump}; END IF; "
+        f"WHERE (o.{ended} OR n.{ended}) AND ({changed(RUN_FIELDS, 'o', 'n')})) THEN {bump}; END IF; "
         "RETURN NULL; END $$",
         "CREATE TRIGGER leaderboard_runs_insert AFTER INSERT ON runner_run REFERENCING NEW TABLE AS changed "
         "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_runs_inserted()",
@@ -53,7 +36,7 @@ def _postgresql() -> tuple[list[str], list[str]]:
     for table, fields in OTHER_FIELDS.items():
         forward += [
             f"CREATE TRIGGER leaderboard_{table}_update AFTER UPDATE ON {table} FOR EACH ROW "
-            f"WHEN ({_changed(fields)}) EXECUTE FUNCTION leaderboard_ranking_bump()",
+            f"WHEN ({changed(fields)}) EXECUTE FUNCTION leaderboard_ranking_bump()",
             f"CREATE TRIGGER leaderboard_{table}_delete AFTER DELETE ON {table} "
             "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_ranking_bump()",
         ]
@@ -70,24 +53,8 @@ def _postgresql() -> tuple[list[str], list[str]]:
 
 
 def _sqlite() -> tuple[list[str], list[str]]:
-    # SQLite has row triggers only; the token is random (it has no transaction ids).
-    bump = (
-        f"INSERT INTO {TABLE} (id, number, token) VALUES (1, 1, lower(hex(randomblob(16)))) "
-        f"ON CONFLICT (id) DO UPDATE SET number = {TABLE}.number + 1, token = excluded.token;"
-    )
-    triggers = {
-        "leaderboard_runs_insert": f"AFTER INSERT ON runner_run WHEN NEW.status IN {TERMINAL}",
-        "leaderboard_runs_delete": f"AFTER DELETE ON runner_run WHEN OLD.status IN {TERMINAL}",
-        "leaderboard_runs_update": f"AFTER UPDATE ON runner_run WHEN (OLD.status IN {TERMINAL} "
-        f"OR NEW.status IN {TERMINAL}) AND ({_changed(RUN_FIELDS).replace('IS DISTINCT FROM', 'IS NOT')})",
-    }
-    for table, fields in OTHER_FIELDS.items():
-        triggers[f"leaderboard_{table}_update"] = (
-            f"AFTER UPDATE ON {table} WHEN {_changed(fields).replace('IS DISTINCT FROM', 'IS NOT')}"
-        )
-        triggers[f"leaderboard_{table}_delete"] = f"AFTER DELETE ON {table}"
-    forward = [f"CREATE TRIGGER {name} {when} BEGIN {bump} END" for name, when in triggers.items()]
-    return forward, [f"DROP TRIGGER IF EXISTS {name}" for name in triggers]
+    triggers = {name: sql for name, sql in sqlite_triggers().items() if name.startswith(SQLITE_NAMES)}
+    return list(triggers.values()), [f"DROP TRIGGER IF EXISTS {name}" for name in triggers]
 
 
 def _statements(schema_editor, *, forward: bool) -> list[str]:

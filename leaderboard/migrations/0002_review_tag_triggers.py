@@ -3,8 +3,7 @@ bumps the ranking generation, as the writes of 0001 do."""
 
 from django.db import migrations
 
-TABLE = "leaderboard_rankinggeneration"
-OPERATIONS = ("insert", "update", "delete")
+from leaderboard.triggers import OPERATIONS, sqlite_triggers
 
 
 def _statements(schema_editor, *, forward: bool) -> list[str]:
@@ -20,16 +19,10 @@ def _statements(schema_editor, *, forward: bool) -> list[str]:
             for op in OPERATIONS
         ]
     if vendor == "sqlite":
+        names = [f"leaderboard_runner_reviewtag_{op}" for op in OPERATIONS]
         if not forward:
-            return [f"DROP TRIGGER IF EXISTS leaderboard_runner_reviewtag_{op}" for op in OPERATIONS]
-        bump = (
-            f"INSERT INTO {TABLE} (id, number, token) VALUES (1, 1, lower(hex(randomblob(16)))) "
-            f"ON CONFLICT (id) DO UPDATE SET number = {TABLE}.number + 1, token = excluded.token;"
-        )
-        return [
-            f"CREATE TRIGGER leaderboard_runner_reviewtag_{op} AFTER {op.upper()} ON runner_reviewtag BEGIN {bump} END"
-            for op in OPERATIONS
-        ]
+            return [f"DROP TRIGGER IF EXISTS {name}" for name in names]
+        return [sqlite_triggers()[name] for name in names]
     return []  # no triggers: leaderboard.cache reads no generation and computes every time
 
 
