@@ -98,6 +98,7 @@ def test_a_click_on_a_cost_chart_point_lands_on_the_filtered_list_of_its_runs(pa
     page.wait_for_selector("#chart-cost-vs-success .main-svg")
     cheap = page.locator("#chart-cost-vs-success .scatterlayer .trace").filter(has_text="cheap@1").locator(".point")
 
+    page.locator("#chart-cost-vs-success").scroll_into_view_if_needed()  # a mouse hovers only what is on screen
     box = cheap.first.bounding_box()  # on the Pareto frontier's line too: the click must still be the point's
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_selector("#chart-cost-vs-success .hoverlayer .hovertext")
