@@ -6,7 +6,7 @@ BENCH_HOST ?= 127.0.0.1
 BENCH_PORT ?= 8000
 export BENCH_HOST BENCH_PORT BENCH_LOCAL_MODEL
 # BENCH_LOCAL_MODEL=1 make run also starts the local model endpoint (local-smollm2: the Procfile's llm process).
-PROCESSES := web worker $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
+PROCESSES := web worker demo $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
 
 .PHONY: run test test-builtin lint mutation install install-dev clean images sandbox-image docker-engine
 

@@ -282,7 +282,8 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 # Queues by kind of work (runner/jobs.py): agent runs (validation runs too) on CELERY_QUEUE; short jobs (step
 # scoring, the reaper) and GPU runs (a task that asks for a GPU) each on a queue of their own, named after it unless
 # set. A worker started without --queues serves them all; BENCH_WORKER_QUEUES narrows the Procfile's and the
-# image's worker (e.g. a GPU machine's: bench-gpu).
+# image's worker (e.g. a GPU machine's: bench-gpu). The first start's demo runs go to <CELERY_QUEUE>-demo, a lane
+# that only a worker named to it serves (the Procfile's demo process): it is not among these.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "bench")
 BENCH_SHORT_QUEUE = os.environ.get("BENCH_SHORT_QUEUE", "")  # empty: <CELERY_QUEUE>-short
 BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>-gpu

@@ -87,11 +87,12 @@ def process_env(**services: str) -> dict[str, str]:
 
 
 def worker_start(
-    env: dict[str, str], *, node: str, log_path: Path, beat: bool, timeout: float = 120
+    env: dict[str, str], *, node: str = "", log_path: Path, beat: bool, timeout: float = 120, line: str = "worker"
 ) -> subprocess.Popen:
-    """The Procfile's worker under the node name ``node@<host>``; ``beat=False`` leaves its scheduler out."""
-    words = expand(procfile_line("worker"), env)
-    words = (words if beat else without_beat(words)) + ["--hostname", f"{node}@%h"]
+    """The Procfile's worker (or the worker of its ``line``: ``demo``), under the node name ``node@<host>`` when
+    given; ``beat=False`` leaves its scheduler out."""
+    words = expand(procfile_line(line), env)
+    words = (words if beat else without_beat(words)) + (["--hostname", f"{node}@%h"] if node else [])
     proc = _start(words, env, log_path)
     _wait(lambda: b" ready." in log_path.read_bytes(), proc, log_path, timeout, "the worker")
     return proc

@@ -8,11 +8,13 @@ delivers in, and a lost message delays the queue instead of stranding a run: the
 waiting with the messages waiting and sends what is missing (``runs_resend``). A message that finds no queued
 run does nothing.
 
-Queues by kind of work: agent runs and GPU runs (``Run.Queue``), and short jobs (step scoring, an uploaded agent's
-smoke test, the reaper) each
-have a job queue (``queue_name``). A run's message goes to its kind's queue and names the kind, and
-the worker that takes it claims the first queued run of that kind: a GPU worker (one serving only the GPU queue)
-never starts a CPU run, nor a CPU worker a GPU run. An imported run's scoring job goes to its kind's queue too (it
+Queues by kind of work: agent runs, GPU runs and demo runs (``Run.Queue``), and short jobs (step scoring, an
+uploaded agent's smoke test, the reaper) each have a job queue (``queue_name``). A run's message goes to its kind's
+queue and names the kind, and the worker that takes it claims the first queued run of that kind: a GPU worker (one
+serving only the GPU queue) never starts a CPU run, nor a CPU worker a GPU run. The demo's queue is a lane of its
+own that only a worker named to it serves (it is not among the queues a worker started without ``--queues``
+serves; the Procfile's ``demo`` process), so the first start's demo never holds the worker a person's run waits
+for. An imported run's scoring job goes to its kind's queue too (it
 can re-run the uploaded script: run-sized work); the reaper's count of a queue's messages then includes it, which
 at most delays a resend by one pass.
 
@@ -65,18 +67,21 @@ SHORT_JOBS = "short"
 
 def queue_name(kind: str) -> str:
     """The job queue of a kind of work: agent runs on the default queue (``CELERY_QUEUE``); short jobs and GPU runs
-    on ``BENCH_SHORT_QUEUE`` and ``BENCH_GPU_QUEUE``, by default the default queue's name with -short or -gpu."""
+    on ``BENCH_SHORT_QUEUE`` and ``BENCH_GPU_QUEUE``, by default the default queue's name with -short or -gpu; demo
+    runs on the default queue's name with -demo."""
     runs = current_app.conf.task_default_queue
     if kind == SHORT_JOBS:
         return settings.BENCH_SHORT_QUEUE or f"{runs}-short"
     if kind == Run.Queue.GPU:
         return settings.BENCH_GPU_QUEUE or f"{runs}-gpu"
+    if kind == Run.Queue.DEMO:
+        return f"{runs}-demo"
     return runs
 
 
 def queue_names() -> list[str]:
-    """Every job queue (agent runs, short jobs, GPU runs): what a worker serving all kinds of work listens on."""
-    return [queue_name(kind) for kind in (Run.Queue.RUNS, SHORT_JOBS, Run.Queue.GPU)]
+    """Every job queue (agent runs, short jobs, GPU runs, demo runs)."""
+    return [queue_name(kind) for kind in (Run.Queue.RUNS, SHORT_JOBS, Run.Queue.GPU, Run.Queue.DEMO)]
 
 
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:

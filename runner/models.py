@@ -375,12 +375,14 @@ class Run(models.Model):
 
         RUNS = "runs", "agent runs"
         GPU = "gpu", "GPU runs"
+        DEMO = "demo", "demo runs"
 
     queue = models.CharField(
         max_length=8,
         choices=Queue.choices,
         default=Queue.RUNS,
-        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, agent runs otherwise.",
+        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, else the demo's lane for "
+        "the runs the first start queues (bench_init), agent runs otherwise.",
     )
 
     max_steps = models.PositiveIntegerField(default=50)
@@ -486,10 +488,14 @@ class Run(models.Model):
         return self.status in self.LIVE
 
     @classmethod
-    def queue_for(cls, *, version: TaskVersion) -> str:
-        """The kind of work a new run of ``version`` is: a GPU run when its task asks for a GPU, else an agent run.
-        A validation run too: it runs the starter script to its end, which can take as long as an agent's run."""
-        return cls.Queue.GPU if int((version.resources or {}).get("gpus", 0) or 0) > 0 else cls.Queue.RUNS
+    def queue_for(cls, *, version: TaskVersion, demo: bool = False) -> str:
+        """The kind of work a new run of ``version`` is: a GPU run when its task asks for a GPU, else a demo run when
+        the platform queued it for its first start (a lane of its own, so that nothing a person asks for waits
+        behind it), else an agent run. A validation run too: it runs the starter script to its end, which can take
+        as long as an agent's run."""
+        if int((version.resources or {}).get("gpus", 0) or 0) > 0:
+            return cls.Queue.GPU
+        return cls.Queue.DEMO if demo else cls.Queue.RUNS
 
     def final_workspace_snapshot(self) -> str:
         """The snapshot of the workspace the run left: its final one, else its last step's, else its starting one

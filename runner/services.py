@@ -60,9 +60,11 @@ def run_create(
     version: TaskVersion | None = None,
     limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
+    demo: bool = False,
 ) -> Run:
     """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False: then the caller
-    executes it). Limits left out are the task's own (steps, time) or none (tokens, cost)."""
+    executes it). Limits left out are the task's own (steps, time) or none (tokens, cost). A ``demo`` run goes to
+    the demo's lane (``Run.queue_for``)."""
     version = runnable_version(task=task, version=version, purpose=purpose)
     model = run_settings_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model, limits=limits)
     run = Run.objects.create(
@@ -70,7 +72,7 @@ def run_create(
         sent_at=None if enqueue else timezone.now(),
         fast_model=fast_model,
         edit_model=edit_model,
-        **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits),
+        **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits, demo=demo),
     )
     if enqueue:
         run_enqueue(run)
@@ -111,14 +113,16 @@ def run_settings_check(
     return model
 
 
-def run_fields(*, task: Task, version: TaskVersion, agent: Agent, model: str, purpose: str, limits: RunLimits) -> dict:
+def run_fields(
+    *, task: Task, version: TaskVersion, agent: Agent, model: str, purpose: str, limits: RunLimits, demo: bool = False
+) -> dict:
     return {
         "task": task,
         "task_version": version,
         "agent": agent,
         "model": model,
         "purpose": purpose,
-        "queue": Run.queue_for(version=version),
+        "queue": Run.queue_for(version=version, demo=demo),
         "sandbox": settings.BENCH_SANDBOX,
         **limits.for_version(version).as_fields(),
     }
@@ -195,10 +199,12 @@ def batch_create(
     note: str = "",
     created_by: AbstractBaseUser | None = None,
     batch: Batch | None = None,
+    demo: bool = False,
 ) -> tuple[Batch, list[Run]]:
     """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
     written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them.
-    The batch records what was asked; an approved submission passes its own ``batch`` to get its runs. An agent
+    The batch records what was asked; an approved submission passes its own ``batch`` to get its runs; the first
+    start's demo asks for ``demo`` runs (``Run.queue_for``). An agent
     whose smoke test has not passed gets none, nor one whose owner's runs store all they may."""
     if agent.smoke_refusal:
         raise RunRequestError(agent.smoke_refusal)
@@ -214,7 +220,15 @@ def batch_create(
             limits=limits, note=note, created_by=created_by,
         )  # fmt: skip
     fields = [
-        run_fields(task=task, version=version, agent=agent, model=model, purpose=Run.Purpose.BENCHMARK, limits=limits)
+        run_fields(
+            task=task,
+            version=version,
+            agent=agent,
+            model=model,
+            purpose=Run.Purpose.BENCHMARK,
+            limits=limits,
+            demo=demo,
+        )  # fmt: skip
         for task, version in zip(tasks, versions, strict=True)
     ]
     sent_at = None if enqueue else timezone.now()  # not enqueued: the caller executes them itself

@@ -35,10 +35,13 @@ FALLBACK_MAGNITUDE = 1e9
 NOISE_FACTOR = 3
 
 
-def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True, repeats: int | None = None) -> list[Run]:
-    """Queue a validation round (``repeats`` baseline runs, by default the version's) unless the version is
-    already validating or ready; [] then. Whoever executes a run of the round first has it. If the job queue
-    cannot be reached, the round is still returned: its runs stay queued, and the reaper sends them later."""
+def task_version_validate_queue(
+    *, version: TaskVersion, enqueue: bool = True, repeats: int | None = None, demo: bool = False
+) -> list[Run]:
+    """Queue a validation round (``repeats`` baseline runs, by default the version's; on the demo's lane when
+    ``demo``) unless the version is already validating or ready; [] then. Whoever executes a run of the round
+    first has it. If the job queue cannot be reached, the round is still returned: its runs stay queued, and the
+    reaper sends them later."""
     repeats = repeats or version.validation_repeats
     runs: list[Run] = []
     try:
@@ -58,6 +61,7 @@ def task_version_validate_queue(*, version: TaskVersion, enqueue: bool = True, r
                     purpose=Run.Purpose.VALIDATION,
                     version=version,
                     enqueue=enqueue,
+                    demo=demo,
                 )
                 for _ in range(repeats)
             ]

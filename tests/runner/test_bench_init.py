@@ -21,8 +21,8 @@ def test_first_start_loads_tasks_agents_admin_endpoints_and_queues_the_demo(caps
     assert {"baseline", "research", "tuner"} <= set(Agent.objects.values_list("name", flat=True))
     endpoint = ModelEndpoint.objects.get(name="local-llama")
     assert endpoint.model_id == "local-llama" and float(endpoint.price_input_per_mtok) == 0.5
-    demo = Run.objects.filter(purpose="validation", agent__name="baseline")
-    assert demo.count() >= 1 and "queued a demo batch" in out
+    demo = Run.objects.filter(queue=Run.Queue.DEMO)
+    assert demo.filter(purpose="validation", agent__name="baseline").exists() and "queued the demo" in out
 
     call_command("bench_init")  # a second start changes nothing
     assert "created admin" not in capsys.readouterr().out

@@ -67,15 +67,27 @@ def test_a_run_is_sent_to_the_queue_of_its_kind_naming_it(
         cpu = run_create(task=tiny_task.task, agent=baseline_agent)
         gpu = run_create(task=gpu_task.task, agent=baseline_agent)
         validation = task_version_validate_queue(version=tiny_task, repeats=1)[0]
-    assert (cpu.queue, gpu.queue, validation.queue) == ("runs", "gpu", "runs")
+        demo = run_create(task=tiny_task.task, agent=baseline_agent, demo=True)
+        gpu_demo = run_create(task=gpu_task.task, agent=baseline_agent, demo=True)  # a GPU is what it needs first
+    assert (cpu.queue, gpu.queue, validation.queue, demo.queue, gpu_demo.queue) == (
+        "runs",
+        "gpu",
+        "runs",
+        "demo",
+        "gpu",
+    )
 
     assert messages(redis_queues, queue_name("runs")) == [
         ("runner.execute_run", [cpu.pk], {"queue": "runs"}),
         ("runner.execute_run", [validation.pk], {"queue": "runs"}),
     ]
-    assert messages(redis_queues, queue_name("gpu")) == [("runner.execute_run", [gpu.pk], {"queue": "gpu"})]
+    assert messages(redis_queues, queue_name("gpu")) == [
+        ("runner.execute_run", [gpu.pk], {"queue": "gpu"}),
+        ("runner.execute_run", [gpu_demo.pk], {"queue": "gpu"}),
+    ]
+    assert messages(redis_queues, queue_name("demo")) == [("runner.execute_run", [demo.pk], {"queue": "demo"})]
     assert redis_queues.llen(queue_name("short")) == 0  # a validation runs a starter script to its end: no short job
-    assert queue_names() == [celery_app.conf.task_default_queue + s for s in ("", "-short", "-gpu")]
+    assert queue_names() == [celery_app.conf.task_default_queue + s for s in ("", "-short", "-gpu", "-demo")]
 
 
 def test_a_fork_and_a_validation_of_a_gpu_task_need_the_gpu_queue_too(gpu_task, baseline_agent):

@@ -6,23 +6,22 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from runner.agents.builtin import agents_builtin_ensure
-from runner.execution.validation import task_version_validate_queue
+from runner.demo import demo_queue
 from runner.llm.gateway import endpoints_sync
 from runner.llm.local_model import local_endpoint_spec
 from runner.models import Run
-from task_bank.models import Task
 from task_bank.services import builtin_tasks_load
 
 
 class Command(BaseCommand):
     help = (
         "First-start setup for `make run`: load the built-in tasks and agents, create an admin account if "
-        "there is none, queue a demo batch (the baseline agent on each built-in task) if no runs exist, and with "
-        "BENCH_LOCAL_MODEL=1 register the local model endpoint local-smollm2."
+        "there is none, queue the demo (each built-in task validated, the tuner on the quick ones, on the demo's "
+        "own worker) if no runs exist, and with BENCH_LOCAL_MODEL=1 register the local model endpoint local-smollm2."
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--no-demo", action="store_true", help="do not queue the demo batch")
+        parser.add_argument("--no-demo", action="store_true", help="do not queue the demo")
 
     def handle(self, *args, **opts) -> None:
         for version, created in builtin_tasks_load():
@@ -44,11 +43,13 @@ class Command(BaseCommand):
             )
         self.ensure_admin()
         if not opts["no_demo"] and not Run.objects.exists():
-            queued = 0
-            for task in Task.objects.filter(source=Task.Source.BUILTIN).select_related("current_version"):
-                if task.current_version and task_version_validate_queue(version=task.current_version):
-                    queued += 1
-            self.stdout.write(f"queued a demo batch: the baseline agent on {queued} built-in tasks")
+            runs = demo_queue()
+            tasks = {run.task_id for run in runs}
+            tuned = sum(run.agent.name == "tuner" for run in runs)
+            self.stdout.write(
+                f"queued the demo: {len(tasks)} built-in tasks validated, quickest first, and the tuner on {tuned} "
+                f"of them ({len(runs)} runs on the demo's own worker)"
+            )
 
     def ensure_admin(self) -> None:
         User = get_user_model()

@@ -1,0 +1,51 @@
+"""The first start's demo on a lane of its own: the Procfile's worker never takes a demo run, so a person's run does
+not wait behind the demo, and the Procfile's demo worker works through the demo in order."""
+
+import importlib.util
+
+import pytest
+from django.core.management import call_command
+
+from runner.models import Run
+from runner.services import batch_create
+from task_bank.models import Task
+
+from ..waiting import wait_for
+from .conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+spec = importlib.util.spec_from_file_location("bench_procfile", ROOT / "benchmarks" / "procfile.py")
+procfile = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(procfile)
+
+
+def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path):
+    call_command("bench_init")
+    demo = Run.objects.filter(queue=Run.Queue.DEMO)
+    first_tuner = demo.filter(agent__name="tuner").order_by(*Run.QUEUE_ORDER).first()
+    digits = Task.objects.get(slug="digits")
+    env = procfile.process_env(**{k: v for k, v in worker_env.items() if k in procfile.SERVICE_VARIABLES})
+
+    worker = procfile.worker_start(env, node="persons", log_path=tmp_path / "worker.log", beat=False)
+    try:
+        _, (mine,) = batch_create(agent=first_tuner.agent, tasks=[digits])
+        wait_for(lambda: not Run.objects.get(pk=mine.pk).is_live, 600, "the person's run to end")
+    finally:
+        procfile.process_stop(worker)
+    mine.refresh_from_db()
+    assert mine.status == Run.Status.FINISHED and mine.worker.startswith("persons@"), mine.error
+    # The only demo runs it took are the validation round its own run needed (digits' baseline); the rest wait.
+    taken = demo.exclude(status=Run.Status.QUEUED)
+    assert set(taken.values_list("task__slug", "purpose")) <= {("digits", Run.Purpose.VALIDATION)}
+    assert demo.filter(status=Run.Status.QUEUED).count() == demo.count() - taken.count() > 20
+
+    lane = procfile.worker_start(env, log_path=tmp_path / "demo.log", beat=False, line="demo")
+    try:
+        wait_for(lambda: not Run.objects.get(pk=first_tuner.pk).is_live, 600, "the demo's first tuner run to end")
+    finally:
+        procfile.process_stop(lane)
+    first_tuner.refresh_from_db()
+    assert first_tuner.status == Run.Status.FINISHED, first_tuner.error
+    assert first_tuner.worker.startswith("demo@")  # the Procfile's demo line names its worker
+    assert first_tuner.task.slug == "digits" and first_tuner.succeeded is not None

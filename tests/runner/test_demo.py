@@ -1,0 +1,40 @@
+"""The first start's demo: every built-in task validated, quickest first, the tuner on each quick task right after its
+round, all on the demo's lane."""
+
+import pytest
+from django.core.management import call_command
+
+from runner.demo import QUICK_TASK_S, demo_queue
+from runner.models import Run
+from task_bank.models import Task
+
+
+@pytest.mark.django_db
+def test_the_demo_runs_quick_tasks_and_a_real_agent_first_on_its_own_lane(capsys):
+    call_command("bench_init")
+    out = capsys.readouterr().out
+    runs = list(Run.objects.order_by(*Run.QUEUE_ORDER).select_related("task_version", "agent", "task"))
+    builtin = Task.objects.filter(source=Task.Source.BUILTIN)
+
+    assert runs and {run.queue for run in runs} == {Run.Queue.DEMO}
+    assert {run.task_id for run in runs if run.purpose == Run.Purpose.VALIDATION} == set(
+        builtin.values_list("pk", flat=True)
+    )
+    limits = [run.task_version.max_time_s for run in runs]
+    assert limits == sorted(limits)  # quickest tasks first, whatever order they were loaded in
+    tuned = [run for run in runs if run.agent.name == "tuner"]
+    assert tuned and all(run.purpose == Run.Purpose.BENCHMARK for run in tuned)
+    assert all(run.task_version.max_time_s <= QUICK_TASK_S and not run.task_version.serve_script for run in tuned)
+    # Each tuner run comes right after its task's round: the first one ends after 3 validation runs, not 36.
+    first = runs.index(tuned[0])
+    assert [run.purpose for run in runs[:first]] == [Run.Purpose.VALIDATION] * first
+    assert {run.task_id for run in runs[:first]} == {tuned[0].task_id}
+    assert f"the tuner on {len(tuned)} of them ({len(runs)} runs on the demo's own worker)" in out
+
+
+@pytest.mark.django_db
+def test_a_second_demo_of_the_same_tasks_queues_no_second_round(digits):
+    first = demo_queue()
+    assert [run.purpose for run in first] == [Run.Purpose.VALIDATION] * 3 + [Run.Purpose.BENCHMARK]
+    again = demo_queue()  # the round is under way: only another tuner run
+    assert [run.purpose for run in again] == [Run.Purpose.BENCHMARK]
