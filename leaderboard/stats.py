@@ -173,9 +173,12 @@ def paired_difference(tasks: list[tuple[int, int, int, int]], *, resamples: int 
     The 95% interval is a stratified percentile bootstrap, seeded so a page shows the same interval every time:
     each of ``resamples`` times, each side's runs on each task are drawn again with replacement from that side's
     own outcomes there (the tasks stay fixed: the question is about these tasks), and the mean difference is
-    recomputed; the interval runs from the 2.5th to the 97.5th percentile of those differences."""
+    recomputed; the interval runs from the 2.5th to the 97.5th percentile of those differences. A side with one
+    run on a task has no spread to redraw from, so the interval would be the estimate itself: there is none then
+    (``interval`` None, ``fewest_runs`` saying why)."""
     if not tasks:
         return None
+    fewest = min(min(na, nb) for _, na, _, nb in tasks)
 
     def difference(rates: list[tuple[float, float]]) -> float:
         return sum(a - b for a, b in rates) / len(rates)
@@ -187,6 +190,13 @@ def paired_difference(tasks: list[tuple[int, int, int, int]], *, resamples: int 
         rate = successes / runs
         return sum(rng.random() < rate for _ in range(runs)) / runs
 
-    draws = sorted(difference([(redraw(sa, na), redraw(sb, nb)) for sa, na, sb, nb in tasks]) for _ in range(resamples))
-    low, high = draws[floor(0.025 * resamples)], draws[ceil(0.975 * resamples) - 1]
-    return {"difference": estimate, "interval": (low, high), "tasks": len(tasks), "resamples": resamples, "seed": seed}
+    interval = None
+    if fewest >= 2:
+        draws = sorted(
+            difference([(redraw(sa, na), redraw(sb, nb)) for sa, na, sb, nb in tasks]) for _ in range(resamples)
+        )
+        interval = (draws[floor(0.025 * resamples)], draws[ceil(0.975 * resamples) - 1])
+    return {
+        "difference": estimate, "interval": interval, "fewest_runs": fewest, "tasks": len(tasks),
+        "resamples": resamples, "seed": seed,
+    }  # fmt: skip

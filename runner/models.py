@@ -439,6 +439,9 @@ class Run(models.Model):
     failure_kind = models.CharField(max_length=16, choices=FailureKind.choices, blank=True)
     error = models.TextField(blank=True)
     eval_error = models.TextField(blank=True)
+    eval_log = models.TextField(
+        blank=True, help_text="What a scored evaluation printed (staff only: it can quote the task's hidden files)."
+    )
     stderr_tail = models.TextField(blank=True)
     initial_snapshot = models.CharField(max_length=64, blank=True)
     final_snapshot = models.CharField(max_length=64, blank=True)
@@ -516,6 +519,29 @@ class Run(models.Model):
     @property
     def has_ended(self) -> bool:
         return self.status in self.ENDED
+
+    @property
+    def live_line(self) -> dict[str, str]:
+        """Where a live run is, from its status alone (one rule for every page that shows it): a label and what it
+        is doing; {} once it has ended."""
+        action = self.live_action
+        if self.status == self.Status.QUEUED:
+            place = getattr(self, "queue_position", None)
+            return {"label": "Queued", "text": f"{f'#{place} in the queue: ' if place else ''}waiting for a worker"}
+        if self.status == self.Status.PREPARING:
+            return {"label": "Preparing", "text": action or "preparing the task and laying out the workspace"}
+        if self.status == self.Status.RUNNING:
+            return {"label": f"Step {self.steps_count}", "text": action or "waiting for the agent's next action"}
+        if self.status == self.Status.EVALUATING:
+            return {"label": "Evaluating", "text": action or "scoring the final workspace with the task's hidden eval"}
+        return {}
+
+    @property
+    def is_verified(self) -> bool:
+        """Executed and evaluated by the platform: not imported, and ended by its evaluation (finished or out of
+        time, whose workspaces are scored) or with a score; a cancelled or failed run without one is not."""
+        evaluated = self.status in (self.Status.FINISHED, self.Status.TIMED_OUT) or self.final_score is not None
+        return self.origin == self.Origin.VERIFIED and self.has_ended and evaluated
 
     @property
     def is_self_reported(self) -> bool:

@@ -124,9 +124,12 @@ def _finish(
         fields["final_score"] = result.score
         fields["paired_baseline"] = result.paired_baseline
         fields["eval_measurements"] = result.measurements
-        fields["eval_error"] = db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
-        if result.score is None and not result.error:
-            fields["eval_error"] = "evaluation produced no score"
+        if result.error:  # the log says what led to it
+            fields["eval_error"] = db_text((result.error + ("\n" + result.log if result.log else ""))[-8000:])
+        elif result.score is None:
+            fields["eval_error"] = db_text(("evaluation produced no score\n" + result.log)[-8000:])
+        else:  # what a scored evaluation printed (its progress) is no error
+            fields["eval_log"] = db_text(result.log[-8000:])
     with transaction.atomic():
         # The version is locked before the run ends: ending it changes the ranking generation (a row that every
         # ranking write locks), and a writer that locks the version first (the reaper failing a validation run)
@@ -140,7 +143,10 @@ def _finish(
             validation_record(version, run_id=run.pk)
         if result is not None:
             baseline = result.paired_baseline
-            succeeded = version.succeeded_with(result.score, baseline=baseline)
+            # A validation run measures the baseline: it neither succeeds nor fails (its improvement is the spread).
+            succeeded = None
+            if run.purpose != Run.Purpose.VALIDATION:
+                succeeded = version.succeeded_with(result.score, baseline=baseline)
             Run.objects.filter(pk=run.pk).update(
                 improvement=version.improvement_of(result.score, baseline=baseline),
                 succeeded=succeeded,

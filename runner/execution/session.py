@@ -173,8 +173,8 @@ class RunSession(RunPulse):
     # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
         if not Run.objects.filter(pk=self.run.pk, status=source, attempt=self.attempt).update(
-            status=target, heartbeat_at=timezone.now()
-        ):
+            status=target, heartbeat_at=timezone.now(), live_action="", live_output=""
+        ):  # what the last stage was doing is not what the next one does
             raise LostOwnership()
         self.run.status = target
 

@@ -211,5 +211,11 @@ def test_the_bootstrap_is_seeded_and_narrows_with_more_runs():
     assert 0 < many["interval"][0] < many["difference"] == 0.125 < many["interval"][1]  # ten times as many: not
 
 
+def test_one_run_on_a_task_gives_a_difference_but_no_interval():
+    result = paired_difference([(1, 1, 0, 2), (2, 3, 1, 3)])  # A ran once on the first task
+    assert (result["difference"], result["interval"], result["fewest_runs"]) == (pytest.approx(2 / 3), None, 1)
+    assert paired_difference([(1, 2, 0, 2), (2, 3, 1, 3)])["interval"] is not None
+
+
 def test_there_is_no_paired_difference_without_a_shared_task():
     assert paired_difference([]) is None
