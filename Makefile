@@ -6,7 +6,7 @@ BENCH_HOST ?= 127.0.0.1
 BENCH_PORT ?= 8000
 export BENCH_HOST BENCH_PORT BENCH_LOCAL_MODEL
 # BENCH_LOCAL_MODEL=1 make run also starts the local model endpoint (local-smollm2: the Procfile's llm process).
-PROCESSES := web worker demo $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
+PROCESSES := web worker demo ready $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
 
 .PHONY: run test test-builtin lint mutation install install-dev clean images sandbox-image docker-engine
 
@@ -31,9 +31,6 @@ install-dev: $(VENV)/.installed-dev
 run: $(if $(filter llm,$(PROCESSES)),install-dev,install)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py bench_init
-	@echo ""
-	@echo "  mlab-bench is at http://$(BENCH_HOST):$(BENCH_PORT)/  (admin: /admin/)  - Ctrl-C stops everything"
-	@echo ""
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/honcho start --no-prefix -f Procfile $(PROCESSES)
 
 lint: install-dev

@@ -407,6 +407,9 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
+# Where `make run`'s web server listens (the Procfile's web line reads the same variables): bench_ready says it.
+BENCH_HOST = os.environ.get("BENCH_HOST", "127.0.0.1")
+BENCH_PORT = env_int("BENCH_PORT", 8000)
 
 LOGGING = {
     "version": 1,
@@ -418,6 +421,13 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # Celery's lines per job received, done or dropped and per beat sent (BENCH_JOB_LOG_LEVEL=INFO shows them):
+        # the reaper's pass every 30 s (one that waited past its period is dropped by design) filled the console;
+        # the runner's own lines say what happens to runs.
+        **{
+            name: {"level": os.environ.get("BENCH_JOB_LOG_LEVEL", "WARNING")}
+            for name in ("celery.worker.strategy", "celery.worker.request", "celery.app.trace", "celery.beat")
+        },
     },
 }
 

@@ -31,7 +31,7 @@ def test_a_worker_without_beat_keeps_every_other_option():
 
 def test_the_procfiles_worker_line_is_what_a_benchmark_worker_runs():
     words = procfile.expand(procfile.procfile_line("worker"), {"CELERY_QUEUE": "bench-q", "BENCH_VAR_DIR": "/v"})
-    assert words[:4] == ["celery", "-A", "bench", "worker"]
+    assert words[:5] == ["celery", "-A", "bench", "-q", "worker"]  # -q: no start-up banner
     assert not any("$" in word for word in words), words  # every variable filled in
     assert not {"--beat", "-B"} & set(procfile.without_beat(words))
 

@@ -89,6 +89,7 @@ def worker_env(transactional_db, redis_broker, bench_var, celery_test_queue) -> 
         CELERY_BROKER_URL=redis_broker,
         CELERY_QUEUE=celery_test_queue,
         BENCH_VAR_DIR=str(bench_var),
+        BENCH_JOB_LOG_LEVEL="INFO",  # Celery's line per job: tests see which jobs the worker process ran
     )
 
 

@@ -21,7 +21,14 @@ def test_a_worker_runs_the_baseline_and_records_the_eval_score(backend, worker_e
         call_command("bench_run", "--agent", "baseline", "--task", "digits", "--wait", "--timeout", "600")
     finally:
         stop_worker(worker)
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    said = capsys.readouterr()
+    lines = [json.loads(line) for line in said.out.splitlines() if line.startswith("{")]
+    # --wait says where the run is as it goes, on stderr, in its page's words: from the queue to the evaluation.
+    progress = [
+        line for line in said.err.splitlines() if line.startswith(f"run {lines[0]['run']} (baseline on digits): ")
+    ]
+    assert progress and len(set(progress)) == len(progress), said.err
+    assert "Queued, #1 in the queue: waiting for a worker" in progress[0] or "Preparing" in progress[0], progress
 
     assert lines[0]["status"] == "queued"
     final = lines[-1]

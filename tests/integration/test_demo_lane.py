@@ -20,7 +20,8 @@ procfile = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(procfile)
 
 
-def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path):
+def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path, settings):
+    settings.VAR_DIR = tmp_path
     call_command("bench_init")
     demo = Run.objects.filter(queue=Run.Queue.DEMO)
     first_tuner = demo.filter(agent__name="tuner").order_by(*Run.QUEUE_ORDER).first()

@@ -45,7 +45,7 @@ def test_the_embedded_default_runs_the_baseline_end_to_end(tmp_path):
     final = json.loads(out.strip().splitlines()[-1])
     assert final["status"] == "finished", final
     assert (var / "bench.sqlite3").exists()
-    assert any((var / "broker" / "processed").iterdir()) or "received" in (tmp_path / "worker.log").read_text()
+    assert f"run {final['run']} ended finished" in (tmp_path / "worker.log").read_text()  # the worker ran it
 
     probe = (
         f"import json; from runner.models import Run; r = Run.objects.get(pk={final['run']}); "
@@ -105,7 +105,17 @@ def test_ctrl_c_under_make_run_hands_the_run_back_and_leaves_no_process(tmp_path
     log = tmp_path / "run.log"
     with open(log, "wb") as out:
         stack = subprocess.Popen(  # what `make run` starts, in a session of its own like a terminal's
-            [f"{bin_dir}/honcho", "start", "--no-prefix", "-f", str(ROOT / "Procfile"), "web", "worker"],
+            [
+                f"{bin_dir}/honcho",
+                "start",
+                "--no-prefix",
+                "-f",
+                str(ROOT / "Procfile"),
+                "web",
+                "worker",
+                "demo",
+                "ready",
+            ],
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -137,3 +147,6 @@ def test_ctrl_c_under_make_run_hands_the_run_back_and_leaves_no_process(tmp_path
     status, steps = manage(env, "shell", "-c", probe).split()[-2:]
     assert status == "queued", log.read_text()[-3000:]  # handed back, to be resumed by the next worker
     assert "handed back to the queue" in log.read_text()
+    said = log.read_text()  # the console is quiet: no worker banner, no line per job, and it says where the site is
+    assert f"mlab-bench is at http://127.0.0.1:{port}/" in said and "-------------- " not in said
+    assert "Task runner." not in said  # Celery's "Task runner.reap_runs[...] received" and "succeeded"

@@ -8,7 +8,8 @@ from runner.models import Agent, ModelEndpoint, Run
 
 
 @pytest.mark.django_db
-def test_first_start_loads_tasks_agents_admin_endpoints_and_queues_the_demo(capsys, settings):
+def test_first_start_loads_tasks_agents_admin_endpoints_and_queues_the_demo(capsys, settings, tmp_path):
+    settings.VAR_DIR = tmp_path  # where the generated password is kept for bench_ready
     settings.BENCH_ADMIN_PASSWORD = ""
     settings.BENCH_MODEL_ENDPOINTS = json.dumps(
         [{"name": "local-llama", "base_url": "http://127.0.0.1:8080/v1", "price_input_per_mtok": 0.5}]
@@ -55,3 +56,28 @@ def test_without_the_local_model_no_local_endpoint_is_registered(settings):
     settings.BENCH_LOCAL_MODEL = False
     call_command("bench_init", "--no-demo")
     assert not ModelEndpoint.objects.filter(name="local-smollm2").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_words_of_the_start_say_where_the_site_is_and_the_admin_password_until_it_changes(
+    live_server, capsys, settings, tmp_path
+):
+    settings.VAR_DIR = tmp_path
+    settings.BENCH_ADMIN_PASSWORD = ""
+    host, port = live_server.url.removeprefix("http://").split(":")
+    settings.BENCH_HOST, settings.BENCH_PORT = host, int(port)
+    call_command("bench_init", "--no-demo")
+    password = capsys.readouterr().out.split("with password: ", 1)[1].split()[0]
+    assert (tmp_path / "admin-password").stat().st_mode & 0o777 == 0o600
+
+    call_command("bench_ready", "--once", "--timeout", "30")
+    said = capsys.readouterr().out
+    assert f"mlab-bench is at {live_server.url}/" in said and f"user admin, password {password}" in said
+
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("changed-by-its-owner")
+    admin.save()
+    call_command("bench_ready", "--once", "--timeout", "30")
+    said = capsys.readouterr().out
+    assert "mlab-bench is at" in said and "password" not in said
+    assert not (tmp_path / "admin-password").exists()

@@ -10,7 +10,8 @@ from task_bank.models import Task
 
 
 @pytest.mark.django_db
-def test_the_demo_runs_quick_tasks_and_a_real_agent_first_on_its_own_lane(capsys):
+def test_the_demo_runs_quick_tasks_and_a_real_agent_first_on_its_own_lane(capsys, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
     call_command("bench_init")
     out = capsys.readouterr().out
     runs = list(Run.objects.order_by(*Run.QUEUE_ORDER).select_related("task_version", "agent", "task"))

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from bench.first_start import admin_password_keep
 from runner.agents.builtin import agents_builtin_ensure
 from runner.demo import demo_queue
 from runner.llm.gateway import endpoints_sync
@@ -60,6 +61,7 @@ class Command(BaseCommand):
         if settings.BENCH_ADMIN_PASSWORD:
             self.stdout.write("created admin account 'admin' with the password from BENCH_ADMIN_PASSWORD")
         else:
+            admin_password_keep(password)  # bench_ready says it again once the site is up
             self.stdout.write(
                 self.style.WARNING(f"created admin account 'admin' with password: {password}  (shown once)")
             )

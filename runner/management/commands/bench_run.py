@@ -9,6 +9,7 @@ from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.jobs import QueueUnreachable
 from runner.models import Agent, Run, RunLimits
+from runner.selectors import with_queue_position
 from runner.services import RunRequestError, agent_resolve, batch_create
 from task_bank.models import Task
 
@@ -109,15 +110,26 @@ class Command(BaseCommand):
             return
         pending = {run.pk for run in runs}
         deadline = time.monotonic() + opts["timeout"] if opts["timeout"] else None
+        said: dict[int, str] = {}
         while pending:
-            done = Run.objects.select_related("task", "agent").filter(pk__in=pending, status__in=Run.ENDED)
-            for run in done:
-                self.emit(run_line(run, final=True))
-                pending.discard(run.pk)
+            now = with_queue_position(Run.objects.select_related("task", "agent").filter(pk__in=pending))
+            for run in now.order_by("pk"):
+                if run.has_ended:
+                    self.emit(run_line(run, final=True))
+                    pending.discard(run.pk)
+                elif (words := self.progress(run)) != said.get(run.pk):
+                    self.stderr.write(words)  # what a person watches; stdout keeps one JSON line per run
+                    said[run.pk] = words
             if pending:
                 if deadline and time.monotonic() > deadline:
                     raise CommandError(f"gave up waiting for runs {sorted(pending)}")
                 time.sleep(0.5)
+
+    @staticmethod
+    def progress(run: Run) -> str:
+        """Where a live run is, in the words its page uses (``Run.live_line``)."""
+        line = run.live_line
+        return f"run {run.pk} ({run.agent.name} on {run.task.slug}): {line['label']}, {line['text']}"
 
     def emit(self, line: dict) -> None:
         self.stdout.write(json.dumps(line))
