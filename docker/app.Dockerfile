@@ -40,6 +40,7 @@ COPY leaderboard /app/leaderboard
 COPY mlab_agents /app/mlab_agents
 COPY templates /app/templates
 COPY static /app/static
+COPY docs/example-agent /app/docs/example-agent
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput --verbosity 0 && rm -rf /var/lib/mlab-bench/*
 EXPOSE 8000
 CMD ["sh", "-c", "exec gunicorn bench.wsgi --bind 0.0.0.0:8000 --workers ${BENCH_WEB_WORKERS:-2} --threads 4 --access-logfile - --graceful-timeout 5"]
@@ -60,4 +61,5 @@ COPY leaderboard /app/leaderboard
 COPY mlab_agents /app/mlab_agents
 COPY templates /app/templates
 COPY static /app/static
+COPY docs/example-agent /app/docs/example-agent
 CMD ["sh", "-c", "exec celery -A bench worker --loglevel INFO --concurrency ${BENCH_WORKER_CONCURRENCY:-1} ${BENCH_WORKER_QUEUES:+--queues $BENCH_WORKER_QUEUES} --hostname ${BENCH_WORKER_NAME:-worker}@%h --without-gossip --without-mingle"]

@@ -50,7 +50,7 @@ class TraceUploadForm(forms.Form):
         required=False,
         max_length=141,
         help_text="name or name@version: an agent of yours, or a new name (it becomes yours). Default: the one "
-        "the log names.",
+        "the log names,",
         error_messages={"invalid": "an agent is named in lower-case letters, digits, - and _ (then @version)"},
     )
     model = forms.CharField(required=False, max_length=200, help_text="The model the agent used, as you name it.")

@@ -9,6 +9,7 @@ app_name = "runner"
 urlpatterns = [
     path("agents/", agent_views.agent_list_view, name="agent_list"),
     path("agents/new/", agent_views.agent_upload_view, name="agent_upload"),
+    path("agents/example-agent.zip", agent_views.example_agent_zip_view, name="example_agent_zip"),
     path("agents/<slug:name>/", agent_views.agent_detail_view, name="agent_detail"),
     path("runs/", views.run_list_view, name="run_list"),
     path("runs/new/", agent_views.run_request_view, name="run_request"),

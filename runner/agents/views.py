@@ -3,6 +3,11 @@ counts), the agent upload form, the "New runs" form (staff's request queues runs
 submission waiting for approval: one form, two outcomes), the submissions list, and staff's Approve and Reject
 buttons. (The runs' pages are ``runner/views.py``; the log upload page ``runner/logs/views.py``.)"""
 
+import io
+import zipfile
+from pathlib import Path
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -65,6 +70,22 @@ def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
     form = None if latest.kind == Agent.Kind.EXTERNAL else run_request_form(request=request, agent_name=name)
     submissions = submissions_list(viewer=request.user).filter(agent__name=name)[:AGENT_PAGE_RUNS]
     return {"request_form": form, "submissions": list(submissions)}
+
+
+#: The example agent the upload page offers (``docs/example-agent``): a package as an upload expects it.
+EXAMPLE_AGENT = Path(settings.BASE_DIR) / "docs" / "example-agent"
+
+
+def example_agent_zip_view(request: HttpRequest) -> HttpResponse:
+    """The example agent as a zip to upload as it is, or to start from (its folder, ``example-agent/``)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(EXAMPLE_AGENT.iterdir()):
+            if path.is_file() and not path.name.endswith(".pyc"):
+                archive.write(path, f"example-agent/{path.name}")
+    response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="example-agent.zip"'
+    return response
 
 
 @login_required

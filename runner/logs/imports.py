@@ -93,12 +93,22 @@ def _task_version(log: Log, task_slug: str | None) -> TaskVersion:
     return task.current_version
 
 
-def _agent_spec(log: Log, agent_name: str | None) -> tuple[str, str | None]:
+def upload_default_agent(owner: AbstractBaseUser) -> str:
+    """The agent an upload of ``owner``'s is filed under when neither they nor the log name one: for a submitter a
+    name of their own (``DEFAULT_AGENT`` is one agent, the first uploader's, which nobody else may file runs
+    under); staff's, who may file under any agent, ``DEFAULT_AGENT``."""
+    if owner.is_staff:
+        return DEFAULT_AGENT
+    user = re.sub(r"[^a-z0-9_-]+", "-", str(owner.get_username()).lower()).strip("-_") or "user"
+    return f"{user[:80]}-{DEFAULT_AGENT}"
+
+
+def _agent_spec(log: Log, agent_name: str | None, default: str = DEFAULT_AGENT) -> tuple[str, str | None]:
     """The agent's name and version (None: its newest, or "1" for a new one)."""
     if agent_name:
         name, _, version = agent_name.partition("@")
     else:
-        name, version = log.extras.get("agent") or DEFAULT_AGENT, log.extras.get("agent_version")
+        name, version = log.extras.get("agent") or default, log.extras.get("agent_version")
     if not isinstance(name, str) or not AGENT_NAME_RE.match(name):
         raise TraceImportError(f"agent name {name!r}: use lowercase letters, digits, '-' and '_'")
     return name, (str(version)[:40] if version else None)
@@ -112,7 +122,8 @@ def _agent_check(name: str, version: str | None, owner: AbstractBaseUser | None,
     versions = Agent.objects.filter(name=name)
     if only_own and (versions.exclude(owner=owner).exists() if owner is not None else versions.exists()):
         raise TraceImportError(
-            f"agent {name!r} is not yours: runs can be imported under an agent you own or a new name (--agent)"
+            f"agent {name!r} is not yours: runs can be imported under an agent you own or a new name (name it as "
+            "the agent to file the run under)"
         )
     if (
         version
@@ -243,10 +254,11 @@ def trace_import(
     only_own_agents: bool = False,
     score_later: bool = False,
     ready_only: bool = False,
+    default_agent: str = DEFAULT_AGENT,
 ) -> Run:
     """Import an MLAgentBench log folder or zip as a self-reported run of ``task_slug`` (else the task the log
     names or whose research problem it has) by ``agent_name`` ("name" or "name@version"; else the one the log
-    names, else ``DEFAULT_AGENT``; an agent not here yet is made, with no code, owned by ``owner``). With
+    names, else ``default_agent``; an agent not here yet is made, with no code, owned by ``owner``). With
     ``only_own_agents`` (an upload by someone who is not staff) the agent must be ``owner``'s or a new one: nobody
     files runs under another's agent. With ``ready_only`` (an upload) the task version must be ready: validated, so
     prepared already (its preparation, prepare.py, is not run within a web request) and with a baseline to measure
@@ -261,7 +273,7 @@ def trace_import(
                     f"task {version} is {version.get_status_display().lower()}: logs can be uploaded for a task "
                     "version once it is ready (validated, its baseline measured)"
                 )
-            name, agent_version = _agent_spec(log, agent_name)
+            name, agent_version = _agent_spec(log, agent_name, default_agent)
             _agent_check(name, agent_version, owner, only_own=only_own_agents)
             try:
                 prepared = task_version_prepare(version)
@@ -315,6 +327,7 @@ def trace_upload(
             only_own_agents=not owner.is_staff,
             score_later=True,
             ready_only=True,
+            default_agent=upload_default_agent(owner),
         )
 
 

@@ -31,14 +31,17 @@ def test_a_submitter_uploads_the_example_agent_and_its_page_shows_the_smoke_test
     settings.BENCH_SANDBOX = "bwrap"
     counts_clear()  # the upload throttle counts in the shared cache
     submitter = django_user_model.objects.create_user("ada", password="x")
-    package = tmp_path / "example-agent.zip"
-    with zipfile.ZipFile(package, "w") as archive:
-        for path in EXAMPLE.iterdir():
-            archive.write(path, f"example-agent/{path.name}")
     signed_in(page, live_server, submitter, settings.SESSION_COOKIE_NAME)
 
-    page.goto(f"{live_server.url}/agents/")
-    page.click("text=Upload an agent")
+    # From the account page to the upload page, where the example agent is offered as the zip to upload.
+    page.goto(f"{live_server.url}/account/")
+    page.click("main >> text=Upload an agent")
+    with page.expect_download() as download:
+        page.click("a.example-agent")
+    package = tmp_path / "example-agent.zip"
+    download.value.save_as(package)
+    with zipfile.ZipFile(package) as archive:
+        assert sorted(archive.namelist()) == sorted(f"example-agent/{p.name}" for p in EXAMPLE.iterdir())
     page.set_input_files("input[name=package]", str(package))
     page.fill("textarea[name=description]", "Ada's first agent.")
     page.click("form.agent-upload button[type=submit]")

@@ -72,6 +72,25 @@ def test_a_bad_log_or_another_ones_agent_is_refused_with_the_reason_and_nothing_
     assert not Run.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_form_offers_only_ready_tasks_and_its_default_agent_is_one_the_uploader_may_use(
+    tiny_task, log_zip, client, people
+):
+    client.force_login(people["stranger"])
+    assert b'<option value="tiny">' not in client.get(URL).content  # not validated yet: an upload would be refused
+    tiny_task.status, tiny_task.baseline_score = tiny_task.Status.READY, 2.0
+    tiny_task.save(update_fields=["status", "baseline_score"])
+    page = client.get(URL).content.decode()
+    assert '<option value="tiny">' in page and "stranger-mlagentbench-log" in page
+
+    AgentFactory(name="mlagentbench-log", owner=None)  # the shared default, someone else's
+    first = post(client, log_zip, task="tiny")  # no agent named: the form's default, which is the uploader's
+    assert first.status_code == 302, first.content.decode()[-2000:]
+    run = Run.objects.get()
+    assert (run.agent.name, run.agent.owner) == ("stranger-mlagentbench-log", people["stranger"])
+    assert b"--agent" not in post(client, log_zip, task="tiny", agent="mlagentbench-log").content
+
+
 @pytest.mark.django_db
 def test_visitors_are_sent_to_sign_in(client):
     response = client.get(URL)
