@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce, NullIf
 from runner.models import ReviewTag, Run, Step
 from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from task_bank.models import Task, TaskVersion
+from task_bank.selectors import tasks_shown
 
 from .cache import ranking_cached
 from .query import DEFAULT_OPTIONS, MLAGENTBENCH, RankingOptions, board_sort
@@ -55,7 +56,8 @@ def home_page(*, viewer: Viewer) -> dict:
 
 def tasks_list(*, viewer: Viewer, include_retired: bool = False) -> QuerySet[Task]:
     """Tasks with their current version, and over the runs of it that the leaderboard counts (``counted_runs``,
-    of the runs the viewer may see) their number and the best and worst final scores."""
+    of the runs the viewer may see) their number and the best and worst final scores. A task whose current version
+    failed validation is staff's to see (``tasks_shown``)."""
     runs, counted = counted_runs(viewer=viewer)
     on_current = Q(runs__task_version=F("current_version"), runs__in=runs.filter(counted).values("pk"))
     qs = Task.objects.select_related("current_version").annotate(
@@ -65,12 +67,13 @@ def tasks_list(*, viewer: Viewer, include_retired: bool = False) -> QuerySet[Tas
     )
     if not include_retired:
         qs = qs.filter(is_enabled=True)
-    return qs.order_by("category", "slug")
+    return tasks_shown(qs, viewer=viewer).order_by("category", "slug")
 
 
-def task_detail(*, slug: str) -> Task:
-    """A task that has files (a current version); ``Task.DoesNotExist`` otherwise."""
-    return Task.objects.select_related("current_version").get(slug=slug, current_version__isnull=False)
+def task_detail(*, slug: str, viewer: Viewer) -> Task:
+    """A task that has files (a current version) and that ``viewer`` may see; ``Task.DoesNotExist`` otherwise."""
+    tasks = tasks_shown(Task.objects.select_related("current_version"), viewer=viewer)
+    return tasks.get(slug=slug, current_version__isnull=False)
 
 
 def task_versions(*, task: Task) -> QuerySet[TaskVersion]:

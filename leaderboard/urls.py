@@ -9,4 +9,6 @@ urlpatterns = [
     path("leaderboard/compare/", views.leaderboard_compare_view, name="compare"),
     path("tasks/", views.task_list_view, name="task_list"),
     path("tasks/<slug:slug>/", views.task_detail_view, name="task_detail"),
+    path("tasks/<slug:slug>/validate/", views.task_validate_view, name="task_validate"),
+    path("tasks/<slug:slug>/enabled/", views.task_enabled_view, name="task_enabled"),
 ]

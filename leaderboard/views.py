@@ -1,13 +1,19 @@
 from dataclasses import asdict
 
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_POST
 
 from runner.execution.preparation import prepared_env_listing
+from runner.execution.validation import task_version_revalidate
+from runner.jobs import QueueUnreachable
 from runner.selectors import queue_positions_fill, runs_list, runs_rows
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
+from task_bank.services import task_set_enabled
 
 from .cache import TIMEOUT_S, ranking_fragment_key
 from .charts import (
@@ -47,7 +53,7 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
 
 def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
     try:
-        task = task_detail(slug=slug)
+        task = task_detail(slug=slug, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {slug}") from None
     version = task.current_version
@@ -163,3 +169,31 @@ def leaderboard_compare_view(request: HttpRequest) -> HttpResponse:
             a, b = (entrant_parse(chosen[side]) for side in ("a", "b"))
             context["comparison"] = leaderboard_compare(viewer=request.user, a=a, b=b, options=options)
     return render(request, "leaderboard/compare.html", context, status=400 if context["error"] else 200)
+
+
+@staff_member_required
+@require_POST
+def task_validate_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Staff's "Validate" on the task page: a new validation round of its current version, in the background."""
+    task = get_object_or_404(Task.objects.select_related("current_version"), slug=slug, current_version__isnull=False)
+    try:
+        runs = task_version_revalidate(version=task.current_version)
+    except QueueUnreachable as exc:
+        messages.error(request, f"{task.slug}: {exc}")
+    else:
+        if runs:
+            messages.success(request, f"{task.slug}: validation queued as {len(runs)} baseline runs.")
+        else:
+            messages.warning(request, f"{task.slug}: a validation round is under way already.")
+    return redirect("leaderboard:task_detail", slug=task.slug)
+
+
+@staff_member_required
+@require_POST
+def task_enabled_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Staff's "Retire" (no new runs; its runs stay) and "Enable" on the task page."""
+    task = get_object_or_404(Task, slug=slug)
+    enabled = request.POST.get("enabled") == "1"
+    task_set_enabled(task=task, enabled=enabled)
+    messages.success(request, f"{task.slug}: {'enabled, it takes new runs' if enabled else 'retired: no new runs'}.")
+    return redirect("leaderboard:task_detail", slug=task.slug)

@@ -4,10 +4,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from task_bank import admin as task_bank_admin
-from task_bank.models import Task, TaskVersion
+from task_bank.models import Task
 
 from .agents.submissions import submission_approve
-from .execution.validation import task_version_validate_queue
+from .execution.validation import task_version_revalidate
 from .llm.gateway import endpoint_check
 from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
 from .services import RunRequestError, run_again, run_cancel, run_steps_score_queue
@@ -160,10 +160,7 @@ class TaskAdmin(task_bank_admin.TaskAdmin):
             version = task.current_version
             if version is None:
                 continue
-            if version.status == TaskVersion.Status.READY:
-                TaskVersion.objects.filter(pk=version.pk).update(status=TaskVersion.Status.PENDING)
-                version.status = TaskVersion.Status.PENDING
-            runs = task_version_validate_queue(version=version)
+            runs = task_version_revalidate(version=version)
             if not runs:
                 self.message_user(request, f"{task.slug}: already validating.", messages.WARNING)
             else:

@@ -15,16 +15,25 @@ from .package import MetricDirectionUnknown, TaskPackageError
 from .services import task_export, task_import_source, task_set_enabled
 
 
+def baseline_shown(score: float | None) -> str | None:
+    """A baseline as the site shows it (four decimals), not as a float prints (17 digits)."""
+    return None if score is None else f"{score:.4f}"
+
+
 class TaskVersionInline(admin.TabularInline):
     model = TaskVersion
     extra = 0
     can_delete = False
-    fields = ["number", "short_digest", "status", "baseline_score", "baseline_time_s", "validated_at", "created_at"]
+    fields = ["number", "short_digest", "status", "baseline", "baseline_time_s", "validated_at", "created_at"]
     readonly_fields = fields
 
     @admin.display(description="Digest")
     def short_digest(self, version: TaskVersion) -> str:
         return version.digest[:12]
+
+    @admin.display(description="Baseline")
+    def baseline(self, version: TaskVersion) -> str | None:
+        return baseline_shown(version.baseline_score)
 
     show_change_link = True
 
@@ -47,7 +56,7 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description="Baseline")
     def baseline(self, task: Task):
-        return task.current_version.baseline_score if task.current_version else None
+        return baseline_shown(task.current_version.baseline_score if task.current_version else None)
 
     @admin.action(description="Enable selected tasks (they take new runs)")
     def enable(self, request, queryset) -> None:
@@ -134,10 +143,14 @@ class TaskAdmin(admin.ModelAdmin):
 
 @admin.register(TaskVersion)
 class TaskVersionAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "status", "metric_name", "higher_is_better", "baseline_score", "created_at"]
+    list_display = ["__str__", "status", "metric_name", "higher_is_better", "baseline", "created_at"]
     list_filter = ["status"]
     list_select_related = ["task"]
     readonly_fields = [
         "task", "number", "digest", "package_path", "status", "validation_log", "validated_at", "baseline_score",
         "baseline_time_s", "created_at",
     ]  # fmt: skip
+
+    @admin.display(description="Baseline")
+    def baseline(self, version: TaskVersion) -> str | None:
+        return baseline_shown(version.baseline_score)

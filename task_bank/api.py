@@ -4,6 +4,7 @@ from rest_framework import serializers, viewsets
 from bench.schema import errors
 
 from .models import Task, TaskVersion
+from .selectors import tasks_shown
 
 
 class TaskVersionSerializer(serializers.ModelSerializer):
@@ -31,10 +32,12 @@ class TaskSerializer(serializers.ModelSerializer):
     retrieve=extend_schema(responses={200: TaskSerializer, **errors(404)}),
 )
 class TaskViewSet(viewsets.ReadOnlyModelViewSet):
-    """The task bank: every enabled task with its current version (what new runs use)."""
+    """The task bank: every enabled task with its current version (what new runs use); one whose version failed
+    validation for staff only."""
 
     serializer_class = TaskSerializer
     lookup_field = "slug"
 
     def get_queryset(self):
-        return Task.objects.select_related("current_version").filter(is_enabled=True).order_by("slug")
+        tasks = Task.objects.select_related("current_version").filter(is_enabled=True)
+        return tasks_shown(tasks, viewer=self.request.user).order_by("slug")

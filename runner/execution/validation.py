@@ -70,6 +70,13 @@ def task_version_validate_queue(
     return runs
 
 
+def task_version_revalidate(*, version: TaskVersion) -> list[Run]:
+    """Staff's "Validate": a new round for the version whatever it measured before (a ready version goes back to
+    pending first); [] when a round is under way already."""
+    TaskVersion.objects.filter(pk=version.pk, status=TaskVersion.Status.READY).update(status=TaskVersion.Status.PENDING)
+    return task_version_validate_queue(version=version)
+
+
 def fail_validation_if_needed(run: Run) -> None:
     """A validation run that ended without a worker finishing it leaves its task version pending, not stuck."""
     if run.purpose == Run.Purpose.VALIDATION:

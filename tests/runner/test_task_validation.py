@@ -156,7 +156,9 @@ def test_a_score_exactly_at_the_threshold_is_not_a_success(tiny_task):
     assert tiny_task.succeeded_with(2.5000001) is True
 
 
-def test_the_task_page_shows_every_baseline_value_and_a_failures_cause_to_everyone(client, tmp_path, tiny_task):
+def test_the_task_page_shows_every_baseline_value_and_a_failures_cause_to_staff(
+    client, admin_client, tmp_path, tiny_task
+):
     validate_now(tiny_task)
     page = client.get("/tasks/tiny/").content.decode()
     assert "the mean of 3 runs (2.0000, 2.0000, 2.0000; relative spread 0.0%)" in page
@@ -164,7 +166,8 @@ def test_the_task_page_shows_every_baseline_value_and_a_failures_cause_to_everyo
     import_tiny(tmp_path, "crash", env__train_dot_py=CRASHING_SCRIPT, scripts__eval_dot_py=FALLBACK_EVAL)
     with pytest.raises(CommandError):
         call_command("validate_task", "crash")
-    page = client.get("/tasks/crash/").content.decode()
+    assert client.get("/tasks/crash/").status_code == 404  # hidden from visitors until it is mended
+    page = admin_client.get("/tasks/crash/").content.decode()
     assert "Validation failed." in page and "ValueError: setting an array element with a sequence" in page
 
 
