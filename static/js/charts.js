@@ -4,7 +4,10 @@ function drawCharts(root) {
     var source = document.getElementById(element.dataset.figure);
     if (!source || !window.Plotly) return;
     var figure = JSON.parse(source.textContent);
-    window.Plotly.react(element, figure.data, figure.layout, { displaylogo: false, responsive: true }).then(function () {
+    // On a narrow screen the toolbar would sit on the title (a tap shows it): there is none there.
+    var narrow = window.matchMedia("(max-width: 600px)").matches;
+    var config = { displaylogo: false, responsive: true, displayModeBar: narrow ? false : "hover" };
+    window.Plotly.react(element, figure.data, figure.layout, config).then(function () {
       if (element.dataset.clickable) return;
       element.dataset.clickable = "1";
       // A point whose customdata is [label, href] opens href: the runs behind it, or a step of this page (#step-N).
