@@ -248,7 +248,7 @@ SPECTACULAR_SETTINGS = {
 BENCH_BROKER_TIMEOUT_S = env_float("BENCH_BROKER_TIMEOUT_S", 2.0)
 # The embedded default is kombu's filesystem transport: no server, messages are files under var/.
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://localhost//"  # a host named: no warning
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
