@@ -53,6 +53,9 @@ class FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as API servers speak: a client may reuse its connection
+            disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between them
+
             def log_message(self, *args) -> None:
                 pass
 
@@ -69,6 +72,7 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length", 0))
                 request = json.loads(self.rfile.read(length) or b"{}")
                 request["_auth"] = self.headers.get("Authorization", "")
+                request["_connection"] = self.client_address  # the client's end of the TCP connection
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return

@@ -4,7 +4,15 @@ import pytest
 from django.urls import reverse
 
 from runner.execution import run_execute
-from runner.llm.gateway import LLMError, budget_reserve, budget_settle, complete, endpoint_check, prompt_bound
+from runner.llm.gateway import (
+    LLMError,
+    budget_reserve,
+    budget_settle,
+    client_for,
+    complete,
+    endpoint_check,
+    prompt_bound,
+)
 from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 
@@ -30,6 +38,16 @@ def test_a_completion_is_counted_to_the_run_and_recorded(run, llm_server):
     call = LLMCall.objects.get(run=run)
     assert (call.step_index, call.model, call.messages, call.completion) == (3, "scripted-1", MESSAGES, "hi there")
     assert llm_server.requests[0]["model"] == "scripted-1"
+
+
+def test_calls_to_an_endpoint_reuse_one_client_and_its_connection(run, llm_server, endpoint):
+    llm_server.default = "again"
+    for _ in range(3):
+        assert complete(run=run, messages=MESSAGES).text == "again"
+    assert len({request["_connection"] for request in llm_server.requests}) == 1  # one TCP connection, kept open
+    other = ModelEndpoint.objects.create(name="other", base_url=llm_server.base_url, model_id="m", api_key_env="")
+
+    assert client_for(other, timeout=5)._client is client_for(endpoint, timeout=9)._client  # same address and key
 
 
 def test_transient_errors_are_retried_with_backoff(run, llm_server):
