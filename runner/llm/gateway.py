@@ -180,19 +180,23 @@ def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0) -> No
     hold: every request is a row with its prompt and completion, so these bound what a run can write
     (BENCH_LLM_CALLS_PER_STEP / _PER_RUN, BENCH_LLM_RECORDED_MB_PER_STEP / _PER_RUN). ``prompt_bytes``: the prompt
     of the call about to be made, counted with what is recorded already."""
-    calls = LLMCall.objects.filter(run_id=run.pk)
-    in_step = calls.filter(step_index=step_index).aggregate(n=Count("pk"), size=Sum("recorded_bytes"))
-    in_run = calls.aggregate(n=Count("pk"), size=Sum("recorded_bytes"))
+    in_step = Q(step_index=step_index)
+    counts = LLMCall.objects.filter(run_id=run.pk).aggregate(
+        run_n=Count("pk"),
+        run_size=Sum("recorded_bytes"),
+        step_n=Count("pk", filter=in_step),
+        step_size=Sum("recorded_bytes", filter=in_step),
+    )
     limits = [
-        (in_step["n"] + 1, settings.BENCH_LLM_CALLS_PER_STEP, f"model calls in step {step_index}", "one step"),
-        (in_run["n"] + 1, settings.BENCH_LLM_CALLS_PER_RUN, "model calls", "one run"),
+        (counts["step_n"] + 1, settings.BENCH_LLM_CALLS_PER_STEP, f"model calls in step {step_index}", "one step"),
+        (counts["run_n"] + 1, settings.BENCH_LLM_CALLS_PER_RUN, "model calls", "one run"),
     ]
     for made, most, what, where in limits:
         if made > most:
             raise LLMBudgetError(f"the run made {most} {what}, the most {where} may make")
     sizes = [
-        (in_step["size"], settings.BENCH_LLM_RECORDED_MB_PER_STEP, f"in step {step_index}", "one step"),
-        (in_run["size"], settings.BENCH_LLM_RECORDED_MB_PER_RUN, "in all", "one run"),
+        (counts["step_size"], settings.BENCH_LLM_RECORDED_MB_PER_STEP, f"in step {step_index}", "one step"),
+        (counts["run_size"], settings.BENCH_LLM_RECORDED_MB_PER_RUN, "in all", "one run"),
     ]
     for size, most_mb, what, where in sizes:
         if most_mb and (size or 0) + prompt_bytes > most_mb << 20:
@@ -209,10 +213,17 @@ def prompt_size(messages: list[dict]) -> int:
 
 def budget_settle(run: Run, reservation: Reservation) -> None:
     """Give a call's reservation back: what it really spent was counted when it was recorded."""
-    Run.objects.filter(pk=run.pk).update(
-        tokens_reserved=Greatest(F("tokens_reserved") - reservation.tokens, 0),
-        cost_reserved=Greatest(F("cost_reserved") - reservation.cost, Decimal(0)),
-    )
+    Run.objects.filter(pk=run.pk).update(**_settled(reservation))
+
+
+def _settled(reservation: Reservation | None) -> dict:
+    """The run's reservation columns with ``reservation`` given back (an UPDATE's values)."""
+    if reservation is None:
+        return {}
+    return {
+        "tokens_reserved": Greatest(F("tokens_reserved") - reservation.tokens, 0),
+        "cost_reserved": Greatest(F("cost_reserved") - reservation.cost, Decimal(0)),
+    }
 
 
 def call_timeout(endpoint: ModelEndpoint, max_tokens: int) -> float:
@@ -235,23 +246,6 @@ def timeout_reason(endpoint: ModelEndpoint, max_tokens: int) -> str:
         f"tokens at {endpoint.output_tokens_per_s:g} tokens/s (output_tokens_per_s); the endpoint is slower than "
         "that, or busy"
     )
-
-
-def _lease_acquire(
-    endpoint: ModelEndpoint, run: Run | None, tick: Callable[[], None] | None, timeout_s: float
-) -> LLMLease:
-    """Wait for a free slot of the endpoint's max_concurrency, shared by all workers through the database."""
-    hold = timedelta(seconds=timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
-    while True:
-        with transaction.atomic():
-            locked = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
-            now = timezone.now()
-            LLMLease.objects.filter(endpoint=locked, expires_at__lt=now).delete()
-            if LLMLease.objects.filter(endpoint=locked).count() < locked.max_concurrency:
-                return LLMLease.objects.create(endpoint=locked, run=run, expires_at=now + hold)
-        if tick is not None:
-            tick()
-        time.sleep(0.2)
 
 
 def _transient(exc: Exception) -> bool:
@@ -300,6 +294,22 @@ def _call(client: openai.OpenAI, endpoint: ModelEndpoint, messages: list[dict], 
     return response, text
 
 
+#: Threads a process keeps for model calls (``_call_ticking``): a call the run stopped waiting for (its deadline, a
+#: cancel) goes on in its thread until its own timeout, so a few may be busy while the next call is made.
+CALL_THREADS = 16
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _call_pool() -> ThreadPoolExecutor:
+    """This process's threads for model calls (a forked worker makes its own): a thread started per call cost more
+    than the call to a server on the same machine."""
+    with _clients_lock:
+        pool = _pools.get(os.getpid())
+        if pool is None:
+            pool = _pools[os.getpid()] = ThreadPoolExecutor(max_workers=CALL_THREADS, thread_name_prefix="llm-call")
+    return pool
+
+
 def _call_ticking(
     client: openai.OpenAI,
     endpoint: ModelEndpoint,
@@ -312,16 +322,15 @@ def _call_ticking(
     at its own timeout in its thread, and its answer is dropped."""
     if tick is None:
         return _call(client, endpoint, messages, options)
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-call")
+    future = _call_pool().submit(_call, client, endpoint, messages, options)
     try:
-        future = pool.submit(_call, client, endpoint, messages, options)
         while True:
             try:
                 return future.result(timeout=1.0)
             except FuturesTimeout:
                 tick()
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        future.cancel()
 
 
 def stop_cut(text: str, stop: str | list[str] | None) -> tuple[str, str]:
@@ -376,15 +385,9 @@ def complete(
     options = endpoint.completion_defaults() | options_check(options or {})
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
-    max_tokens = int(options["max_tokens"])
     if run is not None:
         calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages))
-    reservation = budget_reserve(run, endpoint, messages, max_tokens) if run is not None else None
-    try:
-        return _complete(run, endpoint, messages, options, step_index, purpose, tick)
-    finally:
-        if reservation is not None:
-            budget_settle(run, reservation)
+    return _complete(run, endpoint, messages, options, step_index, purpose, tick)
 
 
 def _complete(
@@ -401,7 +404,7 @@ def _complete(
     client = client_for(endpoint, timeout=timeout)
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
     call = _Call(run=run, endpoint=endpoint, messages=messages, step_index=step_index, purpose=purpose)
-    lease = _lease_acquire(endpoint, run, tick, timeout)
+    call.begin(max_tokens=max_tokens, timeout_s=timeout, tick=tick)
     try:
         for attempt in range(attempts):
             try:
@@ -412,9 +415,9 @@ def _complete(
                 call.failed(exc, attempt=attempt, attempts=attempts, max_tokens=max_tokens, tick=tick)
                 continue
             return call.answered(response, text, options)
+        call.record(error="; ".join(call.errors))
     finally:
-        LLMLease.objects.filter(pk=lease.pk).delete()
-    call.record(error="; ".join(call.errors))
+        call.release()
     times = "once" if attempts == 1 else f"{attempts} times"
     last = call.errors[-1] if call.errors else "no answer"
     raise LLMInfrastructureError(f"the model endpoint {endpoint.name} failed {times}: {last}")
@@ -467,12 +470,55 @@ class _Call:
     purpose: str
     errors: list[str] = field(default_factory=list)  # what each failed attempt got, in words
     started: float = field(default_factory=time.monotonic)
+    lease_id: int | None = None  # the endpoint slot this call holds (``begin``)
+    reservation: Reservation | None = None  # what it holds of the run's budgets
+
+    def begin(self, *, max_tokens: int, timeout_s: float, tick: Callable[[], None] | None) -> None:
+        """Wait for a free slot of the endpoint's max_concurrency (shared by all workers through the database), then
+        take it and reserve the call's worst case against the run's budgets (``budget_reserve``) in the same
+        transaction: a call refused by its budget takes no slot."""
+        hold = timedelta(seconds=timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
+        while True:
+            with transaction.atomic():
+                most = ModelEndpoint.objects.select_for_update().values_list("max_concurrency", flat=True)
+                most = most.get(pk=self.endpoint.pk)
+                now = timezone.now()
+                leases = LLMLease.objects.filter(endpoint_id=self.endpoint.pk)
+                held = leases.count()
+                if held >= most:  # the slots of calls whose worker died are taken back
+                    held -= leases.filter(expires_at__lt=now).delete()[0]
+                if held < most:
+                    if self.run is not None:
+                        self.reservation = budget_reserve(self.run, self.endpoint, self.messages, max_tokens)
+                    self.lease_id = LLMLease.objects.create(
+                        endpoint_id=self.endpoint.pk, run=self.run, expires_at=now + hold
+                    ).pk
+                    return
+            if tick is not None:
+                tick()
+            time.sleep(0.2)
+
+    def release(self) -> None:
+        """Give back the slot and the reservation of a call that was not recorded (a tick ended the wait)."""
+        if self.lease_id is None and self.reservation is None:
+            return
+        with transaction.atomic():
+            self._release()
+
+    def _release(self) -> None:
+        if self.lease_id is not None:
+            LLMLease.objects.filter(pk=self.lease_id).delete()
+        if self.reservation is not None and self.run is not None:
+            Run.objects.filter(pk=self.run.pk).update(**_settled(self.reservation))
+        self.lease_id = self.reservation = None
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
-        """Store the call and count its tokens and cost to the run (a connection test stores nothing)."""
+        """Store the call, count its tokens and cost to the run, and give back its slot and its reservation, in one
+        transaction (a connection test stores nothing)."""
         cost = cost_of(self.endpoint, tokens_in, tokens_out)
         latency = time.monotonic() - self.started
         if self.run is None:
+            self.release()
             return LLMCall(cost=cost, latency_s=latency)
         with transaction.atomic():
             call = LLMCall.objects.create(
@@ -491,8 +537,15 @@ class _Call:
                 recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
             )
             Run.objects.filter(pk=self.run.pk).update(
-                tokens_in=F("tokens_in") + tokens_in, tokens_out=F("tokens_out") + tokens_out, cost=F("cost") + cost
+                tokens_in=F("tokens_in") + tokens_in,
+                tokens_out=F("tokens_out") + tokens_out,
+                cost=F("cost") + cost,
+                **_settled(self.reservation),
             )
+            self.reservation = None
+            if self.lease_id is not None:
+                LLMLease.objects.filter(pk=self.lease_id).delete()
+                self.lease_id = None
         return call
 
     def failed(

@@ -13,7 +13,7 @@ from runner.llm.gateway import (
     endpoint_check,
     prompt_bound,
 )
-from runner.models import LLMCall, ModelEndpoint, Run
+from runner.models import LLMCall, LLMLease, ModelEndpoint, Run
 from runner.services import run_create
 
 from ..factories import AgentFactory, RunFactory, StepFactory
@@ -48,6 +48,26 @@ def test_calls_to_an_endpoint_reuse_one_client_and_its_connection(run, llm_serve
     other = ModelEndpoint.objects.create(name="other", base_url=llm_server.base_url, model_id="m", api_key_env="")
 
     assert client_for(other, timeout=5)._client is client_for(endpoint, timeout=9)._client  # same address and key
+
+
+def test_a_call_takes_its_slot_with_its_reservation_and_records_itself_with_their_release(run, llm_server):
+    """Two transactions a call: the endpoint's slot is taken with the run's reservation, and the call's record
+    gives both back (each once cost a transaction of its own, six in all)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    llm_server.default = "ok"
+    complete(run=run, messages=MESSAGES)
+    with CaptureQueriesContext(connection) as queries:
+        complete(run=run, messages=MESSAGES, step_index=1)
+    sql = [q["sql"].split()[0].upper() for q in queries.captured_queries]
+    opened = [i for i, word in enumerate(sql) if word in ("BEGIN", "SAVEPOINT")]  # a savepoint in a test's transaction
+    assert len(opened) == 2, sql
+    writes = [(i > opened[1], word) for i, word in enumerate(sql) if word in ("INSERT", "UPDATE", "DELETE")]
+    assert writes == [(False, "UPDATE"), (False, "INSERT"), (True, "INSERT"), (True, "UPDATE"), (True, "DELETE")], sql
+    assert opened[0] < sql.index("UPDATE"), sql  # the reservation is in the first
+    run.refresh_from_db()
+    assert (run.tokens_reserved, LLMLease.objects.count(), LLMCall.objects.filter(run=run).count()) == (0, 0, 2)
 
 
 def test_transient_errors_are_retried_with_backoff(run, llm_server):
@@ -142,8 +162,6 @@ def test_max_concurrency_is_shared_through_leases(run, endpoint, llm_server):
     from datetime import timedelta
 
     from django.utils import timezone
-
-    from runner.models import LLMLease
 
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_concurrency=1)
     LLMLease.objects.create(endpoint=endpoint, run=run, expires_at=timezone.now() + timedelta(minutes=5))
@@ -348,3 +366,4 @@ def test_a_run_cancelled_during_a_model_call_does_not_wait_for_its_answer(tiny_t
 
     assert run.status == "cancelled"
     assert not LLMCall.objects.filter(run=run, completion="late answer").exists()
+    assert not LLMLease.objects.exists() and run.tokens_reserved == 0  # its slot and its reservation given back
