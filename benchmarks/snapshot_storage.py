@@ -45,9 +45,26 @@ def apparent_bytes(root: Path) -> int:
     return total
 
 
+def disk_bytes(root: Path) -> int:
+    """Bytes on disk below root: the blocks of its files (each inode once) and of its folders, root's own included."""
+    seen, total = set(), os.lstat(root).st_blocks * 512
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(dirpath, name))
+            if st.st_ino not in seen:
+                seen.add(st.st_ino)
+                total += st.st_blocks * 512
+    return total
+
+
 def stored_size(store, sha: str) -> int:
-    path = store.path(sha) if store.path(sha).exists() else store.packed_path(sha)
-    return path.stat().st_size
+    """The bytes the blob takes as stored: its file, or its record in a pack."""
+    from runner.workspace import packs
+
+    for path in (store.path(sha), store.packed_path(sha)):
+        if path.exists():
+            return path.stat().st_size
+    return store.packs.record(sha).length + packs.HEADER.size
 
 
 def train_py(step: int) -> str:
@@ -123,7 +140,7 @@ def run_scenario(name: str, steps: int, root: Path) -> dict:
         sha, size = store.put_file(task_env / rel, link=rel in read_only)
         initial[rel] = [sha, size]
     initial_sha = store.manifest_save(initial)
-    after_prepare = apparent_bytes(store.root)
+    after_prepare, on_disk_after_prepare = apparent_bytes(store.root), disk_bytes(store.root)
 
     workspace = root / "workspace"
     snapshotter = manifest_restore(initial, workspace, store, link=read_only)
@@ -157,6 +174,8 @@ def run_scenario(name: str, steps: int, root: Path) -> dict:
     assert store.manifest_load(sha) == snapshotter.take()[1]
     return {
         "ours_bytes": apparent_bytes(store.root) - after_prepare,
+        "ours_disk": disk_bytes(store.root) - on_disk_after_prepare,
+        "theirs_disk": disk_bytes(traces),
         "ours_manifest_bytes": sum(stored_size(store, sha) for sha in manifests - {initial_sha}),
         "theirs_bytes": apparent_bytes(traces),
         "ours_ms": ours_s * 1000 / steps,
@@ -174,14 +193,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--scenario", nargs="*", default=["data", "many", "outputs"])
+    parser.add_argument("--files-only", action="store_true", help="every blob a file of its own, as before packs")
     args = parser.parse_args()
-
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    import django
+
+    django.setup()
+    if args.files_only:
+        from runner.workspace import snapshots
+
+        snapshots.SMALL = -1
     print(f"{args.steps} steps; MLAgentBench modelled (its Environment is not on PyPI): read-only data listed")
     print(
         f"{'scenario':<9} {'workspace':>10} | {'ours stored':>12} {'(manifests)':>12} {'MLAgentBench':>13} "
-        f"{'theirs/ours':>11} | {'ours ms/step':>12} {'theirs ms/step':>14} {'theirs/ours':>11} | "
-        f"{'size check ms':>13}"
+        f"{'theirs/ours':>11} | {'ours on disk':>12} {'theirs on disk':>14} {'theirs/ours':>11} | "
+        f"{'ours ms/step':>12} {'theirs ms/step':>14} {'theirs/ours':>11} | {'size check ms':>13}"
     )
     for name in args.scenario:
         root = Path(tempfile.mkdtemp(prefix=f"snapbench-{name}-"))
@@ -192,6 +218,8 @@ def main() -> None:
         print(
             f"{name:<9} {kb(r['workspace_bytes']):>10} | {kb(r['ours_bytes']):>12} {kb(r['ours_manifest_bytes']):>12} "
             f"{kb(r['theirs_bytes']):>13} {r['theirs_bytes'] / max(r['ours_bytes'], 1):>10.1f}x | "
+            f"{kb(r['ours_disk']):>12} {kb(r['theirs_disk']):>14} "
+            f"{r['theirs_disk'] / max(r['ours_disk'], 1):>10.1f}x | "
             f"{r['ours_ms']:>12.1f} {r['theirs_ms']:>14.1f} {r['theirs_ms'] / max(r['ours_ms'], 1e-9):>10.1f}x | "
             f"{r['size_ms']:>13.1f}",
             flush=True,

@@ -13,8 +13,10 @@ gives the full effective manifest of either; nothing else reads the stored form.
 
 Content up to ``PACK_MAX`` bytes that zlib shrinks by a quarter or more (scripts, logs, manifests) is stored
 packed, ``<sha>.z``; everything else, and every blob a workspace hard-links (the task's read-only files), is
-stored as it is. ``read_bytes``, ``open`` and ``copy_to`` read either; ``linkable`` gives a blob as it is, unpacking it
-first if it was only stored packed.
+stored as it is. What is stored in less than a block (``packs.SMALL``: a step's manifest, an edited script) goes
+into a pack with other small blobs (``runner.workspace.packs``) instead of a file of its own. ``read_bytes``,
+``open`` and ``copy_to`` read any of them; ``linkable`` gives a blob as a file as it is, writing it out first if it
+was stored packed or in a pack.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from django.conf import settings
 
 from ..sandbox.identity import writable_for_sandbox
 from . import fs
+from .packs import SMALL, Packs
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -53,6 +56,7 @@ class BlobStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root or settings.BENCH_BLOB_DIR)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.packs = Packs(self.root / "packs")
         self.added_bytes = 0
 
     def path(self, sha: str) -> Path:
@@ -63,11 +67,12 @@ class BlobStore:
         return self.root / sha[:2] / f"{sha[2:]}.z"
 
     def has(self, sha: str) -> bool:
-        return self.path(sha).exists() or self.packed_path(sha).exists()
+        return self.path(sha).exists() or self.packed_path(sha).exists() or self.packs.record(sha) is not None
 
     def fresh(self, sha: str) -> bool:
-        """Whether the blob is stored, its time set to now if so (the collector keeps it a grace period longer)."""
-        return self._fresh(self.path(sha)) or self._fresh(self.packed_path(sha))
+        """Whether the blob is stored, its time set to now if so (the collector keeps it a grace period longer);
+        in a pack, whether it was stored recently enough (else it is stored again)."""
+        return self._fresh(self.path(sha)) or self._fresh(self.packed_path(sha)) or self.packs.fresh(sha)
 
     @staticmethod
     def _fresh(path: Path) -> bool:
@@ -103,7 +108,11 @@ class BlobStore:
         sha = hashlib.sha256(data).hexdigest()
         if not self.fresh(sha):
             packed = _packed(data)
-            self._write(sha, data if packed is None else packed, packed=packed is not None)
+            stored = data if packed is None else packed
+            if len(stored) <= SMALL:
+                self.added_bytes += self.packs.put(sha, stored, zlib_packed=packed is not None)
+            else:
+                self._write(sha, stored, packed=packed is not None)
         return sha
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
@@ -137,7 +146,9 @@ class BlobStore:
                 os.close(fd)
                 os.close(out)
             sha = digest.hexdigest()
-            if self._fresh(self.path(sha)) or (not link and self._fresh(self.packed_path(sha))):
+            if self._fresh(self.path(sha)) or (
+                not link and (self._fresh(self.packed_path(sha)) or self.packs.fresh(sha))
+            ):
                 os.unlink(tmp)
             elif link:
                 os.unlink(tmp)
@@ -146,9 +157,19 @@ class BlobStore:
                 except OSError:
                     shutil.copyfile(link_from, tmp)
                 self._commit(Path(tmp), sha)
+            elif size <= SMALL:
+                data = Path(tmp).read_bytes()
+                os.unlink(tmp)
+                packed = _packed(data)
+                self.added_bytes += self.packs.put(
+                    sha, data if packed is None else packed, zlib_packed=packed is not None
+                )
             elif size <= PACK_MAX and (packed := _packed(Path(tmp).read_bytes())) is not None:
                 os.unlink(tmp)
-                self._write(sha, packed, packed=True)
+                if len(packed) <= SMALL:
+                    self.added_bytes += self.packs.put(sha, packed, zlib_packed=True)
+                else:
+                    self._write(sha, packed, packed=True)
             else:
                 self._commit(Path(tmp), sha)
         except BaseException:
@@ -170,7 +191,14 @@ class BlobStore:
         try:
             return self.path(sha).read_bytes()
         except FileNotFoundError:
+            pass
+        try:
             return zlib.decompress(self.packed_path(sha).read_bytes())
+        except FileNotFoundError:
+            content = self.packs.get(sha)
+            if content is None:
+                raise
+            return content
 
     def open(self, sha: str) -> BinaryIO:
         """The blob's content as a binary file to read (a packed one, at most ``PACK_MAX`` bytes, unpacked in
@@ -178,19 +206,19 @@ class BlobStore:
         try:
             return open(self.path(sha), "rb")  # noqa: SIM115 - the caller closes it
         except FileNotFoundError:
-            return io.BytesIO(zlib.decompress(self.packed_path(sha).read_bytes()))
+            return io.BytesIO(self.read_bytes(sha))
 
     def linkable(self, sha: str) -> Path:
-        """The blob as it is, to hard-link: unpacked first if it was stored packed only."""
+        """The blob as it is, to hard-link: written out as a file first if it was stored packed or in a pack."""
         path = self.path(sha)
         if not path.exists():
-            self._write(sha, zlib.decompress(self.packed_path(sha).read_bytes()), packed=False)
+            self._write(sha, self.read_bytes(sha), packed=False)
         return path
 
     def copy_to(self, sha: str, target: Path) -> None:
         """Write the blob's content to a new file (not following a link there), a sparse blob staying sparse."""
         if not self.path(sha).exists():
-            data = zlib.decompress(self.packed_path(sha).read_bytes())
+            data = self.read_bytes(sha)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
