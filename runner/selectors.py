@@ -255,7 +255,10 @@ def run_steps(*, run: Run) -> QuerySet[Step]:
     return Step.objects.filter(run=run).order_by("index").prefetch_related("llm_calls")
 
 
-TRACE_PAGE_STEPS = 50  # steps the run page shows at first, and per "earlier steps" page
+# Steps the run page shows at first, and per "earlier steps" page. Its first paint is about this many cards (each
+# ~4 kB on benchmarks/trace_page.py's trace, two thirds of it the text a reader opens the card for), to be kept
+# under 200 kB: 40 leaves a card room to grow by a sixth.
+TRACE_PAGE_STEPS = 40
 OBSERVATION_PREVIEW_CHARS = 2_000  # the start of a longer observation is shown; the rest loads when opened
 
 

@@ -29,8 +29,9 @@ MAX_VIEW_BYTES = 500_000
 
 
 def _marked(text: str) -> str:
-    """Escape, then show the paper's **update** markers as highlights."""
-    return re.sub(r"\*\*(.+?)\*\*", r'<mark class="update">\1</mark>', escape(text), flags=re.DOTALL)
+    """Escape, then show the paper's **update** markers as highlights (a bare <mark>: a plan marks most of its
+    lines, and a search's hits are the ones with a class, ``mark.hit``)."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<mark>\1</mark>", escape(text), flags=re.DOTALL)
 
 
 def entries_display(step: Step, previous_plan: str | None) -> list[tuple[str, SafeString, bool]]:
@@ -93,13 +94,27 @@ def steps_display(
 # A recorded step never changes, so its card (what _step_card.html renders of it: everything but the per-viewer
 # fork button) is cached. The key holds what can still change after the step is recorded (its score, set when the
 # run's steps are scored) and CARD_VERSION, raised whenever the card's template or data change.
-CARD_VERSION = 4
+CARD_VERSION = 5
 CARD_SECONDS = 24 * 3600
+
+# A rendered card's parts: a <pre> (whose whitespace shows), a tag, and the text between them.
+_HTML_PARTS = re.compile(r"(<pre\b.*?</pre>|<[^>]*>)", re.DOTALL | re.IGNORECASE)
+_INDENTATION = re.compile(r"\s*\n\s*")
+
+
+def html_unindented(html: str) -> str:
+    """``html`` without its template's indentation and empty lines: in the text between tags (never inside a tag
+    or a <pre>), each run of whitespace that holds a line break becomes that one line break. A browser shows the
+    page the same (outside <pre>, the only element these pages keep whitespace in, such a run shows as one space),
+    and a card of the run page is about a tenth smaller."""
+    parts = _HTML_PARTS.split(html)
+    parts[::2] = [_INDENTATION.sub("\n", text) for text in parts[::2]]
+    return "".join(parts)
 
 
 def step_cards(items: list[dict], *, run: Run) -> None:
-    """Set ``item["card"]`` on each item of ``steps_display``: the step's rendered card, from the cache when it
-    is there (its entries are only highlighted when it is not)."""
+    """Set ``item["card"]`` on each item of ``steps_display``: the step's rendered card (unindented), from the
+    cache when it is there (its entries are only highlighted when it is not)."""
     keys = {}
     for item in items:
         step = item["step"]
@@ -114,7 +129,8 @@ def step_cards(items: list[dict], *, run: Run) -> None:
         if html is None:
             item["entries"] = entries_display(item["step"], item["previous_plan"])
             item["summary"] = input_summary(item["step"].action_input)
-            html = fresh[key] = template.render({"run": run, "item": item, "step": item["step"]})
+            html = template.render({"run": run, "item": item, "step": item["step"]})
+            html = fresh[key] = html_unindented(html)
         item["card"] = mark_safe(html)  # noqa: S308 - rendered by our autoescaping template
     if fresh:
         cache.set_many(fresh, CARD_SECONDS)

@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from runner.execution import run_execute
 from runner.models import LLMCall, Run, Step
+from runner.selectors import TRACE_PAGE_STEPS
 from runner.services import run_create
 
 from ..factories import RunFactory
@@ -55,11 +56,11 @@ def test_earlier_steps_of_a_long_run_load_on_demand(page, live_server, tiny_task
     run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=120)
     steps_create(run, range(120))
     page.goto(f"{live_server.url}/runs/{run.pk}/")
-    assert page.locator("li.step").count() == 50
-    assert page.locator("#step-69").count() == 0
+    assert page.locator("li.step").count() == TRACE_PAGE_STEPS
+    assert page.locator(f"#step-{119 - TRACE_PAGE_STEPS}").count() == 0
 
     page.click("#earlier a")
-    page.wait_for_selector("#step-20")
+    page.wait_for_selector(f"#step-{120 - 2 * TRACE_PAGE_STEPS}")
     page.click("#earlier a")
     page.wait_for_selector("#step-0")
 
@@ -104,7 +105,7 @@ def test_a_reader_finds_steps_of_a_200_step_run_by_searching_and_the_matches_are
     Step.objects.filter(run=run, index=150).update(observation="validation loss went NaN at epoch 7")
     Step.objects.filter(run=run, index=30).update(observation="it WENT NAN once before")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
-    assert page.locator("#step-30").count() == 0  # not among the last 50 steps shown
+    assert page.locator("#step-30").count() == 0  # not among the last steps shown
 
     page.fill(".trace-tools input[name=q]", "went nan")
     page.press(".trace-tools input[name=q]", "Enter")

@@ -1,6 +1,8 @@
 """The run page stays the same size however long the run: the last steps, earlier ones on demand, LLM calls and
 long observations when opened, a live poll that sends only what is new, and cards cached per recorded step."""
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -34,6 +36,99 @@ def step_ids(html: str) -> list[int]:
     return [int(part.split('"', 1)[0]) for part in html.split('id="step-')[1:]]
 
 
+def research_steps_create(run: Run, count: int) -> None:
+    """``count`` steps as MLAgentBench's research agent writes them, with one LLM call each (the trace that
+    benchmarks/trace_page.py measures): its four entries, the plan ten lines with its newest marked **as the
+    paper does**, revised every fifth step; a 1.5 kB observation, 8 kB every tenth step."""
+    now = timezone.now()
+    plan = ["1. Understand train.py and the data.", "2. Measure the baseline."]
+    steps = []
+    for i in range(count):
+        if i % 5 == 0:
+            plan = plan[-9:] + [f"{i // 5 + 3}. **Try idea {i}: a wider hidden layer and a lower learning rate.**"]
+        observation = (f"epoch {i}: loss 0.{i:04d} accuracy 0.9{i % 10}\n" * 40)[:1500]
+        if i % 10 == 9:
+            observation = ("a long listing line of an inspected script\n" * 200)[:8000]
+        entries = {
+            "Reflection": "The last change helped a little; the loss still falls." * 3,
+            "Research Plan and Status": "\n".join(plan),
+            "Fact Check": "The accuracy above was measured by running train.py.",
+            "Thought": f"Run the script again with idea {i}.",
+        }
+        steps.append(
+            Step(
+                run=run,
+                index=i,
+                action="Execute Script",
+                action_input={"script_name": "train.py"},
+                entries=entries,
+                observation=observation,
+                started_at=now,
+                duration_s=1.5,
+                tokens_in=3000,
+                tokens_out=400,
+                snapshot=f"{i:064x}",
+            )
+        )
+    LLMCall.objects.bulk_create(
+        LLMCall(
+            run=run,
+            step=step,
+            step_index=step.index,
+            model="test-model",
+            purpose="next action",
+            messages=[{"role": "user", "content": f"Here are the steps so far (step {step.index}).\n" * 230}],
+            completion=f"Reflection: ... Thought: try idea {step.index}.\n" * 30,
+        )
+        for step in Step.objects.bulk_create(steps)
+    )
+
+
+#: The run page's first paint is to stay under 200 kB (issue 30); the bound keeps room for a card that grows.
+FIRST_PAINT_BYTES = 185_000
+
+
+def test_the_first_paint_of_a_500_step_run_with_llm_calls_stays_under_185_kb(client, tiny_task):
+    run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=500)
+    research_steps_create(run, 500)
+
+    html = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+
+    assert len(html.encode()) < FIRST_PAINT_BYTES
+    # Not by leaving anything out: every card shown holds its entries, its observation and its calls' link, and
+    # the steps before them load on demand.
+    assert step_ids(html) == list(range(500 - TRACE_PAGE_STEPS, 500))
+    assert html.count(">1 LLM call<") == TRACE_PAGE_STEPS
+    assert "Run the script again with idea 499." in html and "epoch 498: loss 0.0498" in html
+    assert "<mark>Try idea 495: a wider hidden layer and a lower learning rate.</mark>" in html
+    assert f"?before={500 - TRACE_PAGE_STEPS}" in html
+
+
+def test_a_card_loses_its_indentation_but_no_space_the_step_holds(client, tiny_task):
+    run = RunFactory(task_version=tiny_task)
+    observation = "  indented\n\n\n    more\t tabs  \n"
+    thought = "two  spaces\n\n  and a **marked\n  line**"
+    Step.objects.create(
+        run=run,
+        index=0,
+        action="Execute Script",
+        action_input={"script_name": "a  b.py"},
+        entries={"Thought": thought},
+        observation=observation,
+        started_at=timezone.now(),
+    )
+
+    html = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+
+    assert f"<pre>{observation}</pre>" in html
+    assert "<pre>two  spaces\n\n  and a <mark>marked\n  line</mark></pre>" in html
+    assert "<pre>script_name: a  b.py\n</pre>" in html
+    card = html[html.index('<details class="step-card">') : html.index("the workspace as a zip</a>")]
+    around = re.sub(r"<pre>.*?</pre>", "<pre/>", card, flags=re.DOTALL)
+    assert "\n " not in around and "\n\n" not in around  # the template's indentation and empty lines are gone
+    assert '<span class="index">Step 0</span> <span class="action">Execute Script</span>' in card
+
+
 @pytest.fixture
 def long_run(tiny_task):
     run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=500)
@@ -51,13 +146,14 @@ def test_a_500_step_run_shows_its_last_steps_and_a_control_for_the_earlier_ones(
 
 def test_the_earlier_steps_control_loads_the_page_before_and_the_first_page_has_none(client, long_run):
     url = reverse("runner:run_steps", args=[long_run.pk])
+    before = 500 - TRACE_PAGE_STEPS
 
-    page = client.get(url, {"before": 450}).content.decode()
-    first = client.get(url, {"before": 50}).content.decode()
+    page = client.get(url, {"before": before}).content.decode()
+    first = client.get(url, {"before": TRACE_PAGE_STEPS}).content.decode()
 
-    assert step_ids(page) == list(range(400, 450))
-    assert f'hx-get="{url}?before=400"' in page
-    assert step_ids(first) == list(range(50))
+    assert step_ids(page) == list(range(before - TRACE_PAGE_STEPS, before))
+    assert f'hx-get="{url}?before={before - TRACE_PAGE_STEPS}"' in page
+    assert step_ids(first) == list(range(TRACE_PAGE_STEPS))
     assert "?before=" not in first  # nothing before step 0
     assert client.get(url, {"before": "x"}).status_code == 400
 

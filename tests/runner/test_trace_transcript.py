@@ -16,6 +16,7 @@ from django.utils import timezone
 from runner.charts import score_over_steps_figure
 from runner.execution import run_execute
 from runner.models import Run, Step
+from runner.selectors import TRACE_PAGE_STEPS
 from runner.services import run_create
 from runner.workspace.snapshots import BlobStore
 from task_bank.models import TaskVersion
@@ -66,7 +67,7 @@ def test_a_text_search_finds_steps_anywhere_in_the_run_by_observation_entries_an
     found = client.get(url, {"q": "divergence"}).content.decode()
     by_input = client.get(url, {"q": "TRAIN_33.PY"}).content.decode()
 
-    assert cards(found) == [77, 90]  # any case, in observations and entries, far before the last 50 steps
+    assert cards(found) == [77, 90]  # any case, in observations and entries, far before the last page of steps
     assert "2 of 120 steps match" in found
     assert 'data-highlight="divergence"' in found
     assert cards(by_input) == [33]
@@ -85,18 +86,21 @@ def test_errors_only_and_one_action_filter_the_steps_and_page_them_with_the_filt
     assert cards(both) == []
 
 
-def test_a_filtered_page_of_more_than_fifty_matches_loads_the_earlier_matches_with_the_same_filter(client, long_run):
+def test_a_filtered_page_of_more_than_a_page_of_matches_loads_the_earlier_matches_with_the_same_filter(
+    client, long_run
+):
     Step.objects.filter(run=long_run, index__lt=110).update(observation="the same words in each")
     url = reverse("runner:run_detail", args=[long_run.pk])
+    first, second = 110 - TRACE_PAGE_STEPS, 110 - 2 * TRACE_PAGE_STEPS  # where the last and the page before start
 
     page = client.get(url, {"q": "same words"}).content.decode()
-    earlier_url = reverse("runner:run_steps", args=[long_run.pk]) + "?before=60&q=same+words"
+    earlier_url = reverse("runner:run_steps", args=[long_run.pk]) + f"?before={first}&q=same+words"
     earlier = client.get(earlier_url).content.decode()
 
-    assert cards(page) == list(range(60, 110))
+    assert cards(page) == list(range(first, 110))
     assert f'href="{earlier_url}"' in page.replace("&amp;", "&")
-    assert cards(earlier) == list(range(10, 60))
-    assert "?before=10&q=same+words" in earlier.replace("&amp;", "&")
+    assert cards(earlier) == list(range(second, first))
+    assert f"?before={second}&q=same+words" in earlier.replace("&amp;", "&")
 
 
 def test_a_matching_step_is_compared_with_the_step_before_it_in_the_run_not_the_match_before(client, tiny_task):
