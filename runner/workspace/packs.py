@@ -247,18 +247,18 @@ class Packs:
         records dropped, bytes on disk freed)."""
         kept = dropped = freed = 0
         newest: dict[bytes, tuple[str, int]] = {}
-        packs: dict[str, list[tuple[bytes, int, int, int, int]]] = {}
+        inodes: dict[str, int] = {}  # each pack as it was read here
         for name in self.names():
             try:
-                data = (self.folder / name).read_bytes()
+                with open(self.folder / name, "rb") as fh:
+                    inodes[name], data = os.fstat(fh.fileno()).st_ino, fh.read()
             except FileNotFoundError:
                 continue
-            packs[name] = _records(data, 0)[0]
-            for raw, offset, _length, _flags, stored_at in packs[name]:
+            for raw, offset, _length, _flags, stored_at in _records(data, 0)[0]:
                 if raw not in newest or stored_at >= newest[raw][1]:
                     newest[raw] = (f"{name}:{offset}", stored_at)
-        for name in packs:
-            k, d, f = self._compact_pack(name, named, cutoff, newest, dry_run=dry_run)
+        for name, inode in inodes.items():
+            k, d, f = self._compact_pack(name, inode, named, cutoff, newest, dry_run=dry_run)
             kept, dropped, freed = kept + k, dropped + d, freed + f
         for leftover in self.folder.glob(".tmp-*") if not dry_run else []:  # of a compaction that died
             if leftover.stat().st_mtime < cutoff:
@@ -266,7 +266,7 @@ class Packs:
         return kept, dropped, freed
 
     def _compact_pack(
-        self, name: str, named: set[str], cutoff: float, newest: dict, *, dry_run: bool
+        self, name: str, inode: int, named: set[str], cutoff: float, newest: dict, *, dry_run: bool
     ) -> tuple[int, int, int]:
         path = self.folder / name
         try:
@@ -276,6 +276,8 @@ class Packs:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             st = os.fstat(fd)
+            if st.st_ino != inode:  # replaced since it was read (another pass): its records' places moved
+                return 0, 0, 0
             data = os.pread(fd, st.st_size, 0)
             keep = bytearray()
             kept = dropped = 0
