@@ -3,12 +3,16 @@
 1. Execute Script of a trivial script through the environment in the configured sandbox (bwrap by default),
    against a bare ``subprocess.run`` of the same script with the same interpreter. ``--compare`` (bwrap) runs
    rounds of a new sandbox per script and of the run's kept sandbox (its supervisor) alternately, each beside a
-   bare run, for ``print('hello')`` and for a script that sleeps one second.
+   bare run, for ``print('hello')`` and for a script that sleeps one second. ``--first`` (bwrap) measures a run's
+   first script: each round a bare run and, after an agent's start, the first script of two new environments: one
+   whose kept sandbox starts on that script, one whose sandbox was launched as the session launches it, once the
+   agent's process is started (``RunSession.agent_started``).
 2. A file action round trip as a run makes it: Write File, the workspace snapshot, and the step's database
    write, in a throwaway SQLite database under a temporary folder; ``--database-url`` measures another
    database instead (it is migrated and gets a task and a run: give it a scratch database, never a live one).
 
-    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--compare] [--database-url postgres://.../scratch]
+    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--compare | --first]
+        [--database-url postgres://.../scratch]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--compare", action="store_true", help="new sandbox per script vs the kept one (bwrap)")
+    parser.add_argument("--first", action="store_true", help="a run's first script, each round a new sandbox (bwrap)")
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
     args = parser.parse_args()
     var = Path(tempfile.mkdtemp(prefix="actionbench-"))
@@ -62,6 +67,9 @@ def main() -> None:
 
     if args.compare:
         compare(args.repeats, workspace, python)
+        return
+    if args.first:
+        first_script(args.repeats, workspace, python)
         return
     bare, sandboxed = [], []
     for _ in range(args.repeats):
@@ -151,6 +159,71 @@ def compare(repeats: int, workspace: Path, python: str) -> None:
             print(f"{'  overhead (median)':<48} {overhead:7.1f} ms   paired (median of each round's) {paired:7.1f} ms")
     for env in envs.values():
         env.close()
+
+
+def first_script(repeats: int, workspace: Path, python: str) -> None:
+    """Rounds of a bare run and of a run's start as the session makes it, two ways: an agent starts, then the first
+    Execute Script of a new environment, whose kept sandbox starts on that script (as before the session launched
+    it) or was launched once the agent's process was started (``RunSession.agent_started``). Each round has new
+    environments (new sandboxes); the order of the three turns with every round. The agent imports the SDK and
+    exits: the shortest time any agent takes to its first action."""
+    from runner.actions import Environment
+    from runner.execution.agent_process import agent_popen
+    from runner.execution.sandboxes import get_sandbox
+    from runner.sandbox.process import run_process
+
+    agent_starts: dict[bool, list[float]] = {False: [], True: []}
+
+    def first(*, launched: bool) -> float:
+        sandbox = get_sandbox("bwrap")
+        sandbox.persistent = True
+        env = Environment(workspace=workspace, sandbox=sandbox, python=python)
+        try:
+            started = time.perf_counter()
+            agent = agent_popen(sandbox=sandbox, entrypoint="mlab_agents.sdk", trusted=True)
+            if launched:
+                env.kept_sandbox_launch()  # as RunSession.agent_started, once the agent's process is started
+            agent = run_process(agent, timeout=60)
+            assert agent.exit_code == 0, agent.stderr
+            agent_starts[launched].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            outcome = env.execute("Execute Script", {"script_name": "hello.py"})
+            took = time.perf_counter() - started
+        finally:
+            env.close()
+        assert "hello" in outcome.observation, outcome.observation
+        return took
+
+    def bare() -> float:
+        started = time.perf_counter()
+        subprocess.run([python, "-u", "hello.py"], cwd=workspace, capture_output=True, check=True)
+        return time.perf_counter() - started
+
+    arms = {
+        "bare subprocess.run": bare,
+        "sandbox started by the first script": lambda: first(launched=False),
+        "sandbox launched as the agent starts": lambda: first(launched=True),
+    }
+    for arm in arms.values():  # warm
+        arm()
+    agent_starts[False].clear()
+    agent_starts[True].clear()
+    times = {name: [] for name in arms}
+    names = list(arms)
+    for i in range(repeats):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            times[name].append(arms[name]())
+    print(f"A run's first Execute Script of print('hello'), {repeats} interleaved rounds, bwrap:")
+    for name, seconds in times.items():
+        print(summary(f"  {name}", seconds))
+    bare_times = times["bare subprocess.run"]
+    for name, seconds in list(times.items())[1:]:
+        overhead = statistics.median(seconds) * 1000 - statistics.median(bare_times) * 1000
+        paired = statistics.median(s - b for s, b in zip(seconds, bare_times, strict=True)) * 1000
+        print(f"  overhead, {name:<37} {overhead:7.1f} ms   paired (median of each round's) {paired:7.1f} ms")
+    print("Before the first script: the agent's start (its sandbox, the interpreter, the SDK's import):")
+    print(summary("  alone", agent_starts[False]))
+    print(summary("  beside the launch of the scripts' sandbox", agent_starts[True]))
 
 
 if __name__ == "__main__":

@@ -106,14 +106,28 @@ class Environment:
         if self._kept is not None:
             self._kept.close()
 
-    def script_process(self, argv: list[str]):
-        """Start a script in the workspace sandbox: the one kept for the run where the backend keeps one, else a
-        new one. A kept sandbox that was lost is started again here."""
+    def kept_sandbox(self) -> KeptSandbox | None:
+        """The sandbox kept for the run's scripts (made once, with the mounts the workspace has now), or None where
+        the backend starts one per script."""
         if not self._kept_asked:
             self._kept_asked = True
             self._kept = self.sandbox.keep(mounts=self.mounts(), limits=self.limits)
-        if self._kept is not None:
-            return self._kept.popen(
+        return self._kept
+
+    def kept_sandbox_launch(self) -> None:
+        """Start the sandbox kept for the run's scripts now, without waiting for it, so that the first script finds
+        it ready (the session calls this as the agent starts, once the workspace is laid out). ``close`` ends it,
+        whether a script ran in it or not; nothing where the backend keeps no sandbox."""
+        kept = self.kept_sandbox()
+        if kept is not None:
+            kept.launch()
+
+    def script_process(self, argv: list[str]):
+        """Start a script in the workspace sandbox: the one kept for the run where the backend keeps one, else a
+        new one. A kept sandbox that was lost is started again here."""
+        kept = self.kept_sandbox()
+        if kept is not None:
+            return kept.popen(
                 argv, cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits, timeout=self.action_timeout_s
             )
         return self.sandbox.popen(argv, mounts=self.mounts(), cwd=WORKSPACE, env=self.sandbox_env(), limits=self.limits)

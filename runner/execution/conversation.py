@@ -32,6 +32,10 @@ class Steps(Protocol):
     step_index: int  # the index of the step the agent takes next
     storage_refusal: str  # why the run may store nothing more ("" while it may): it takes no more steps
 
+    def agent_started(self) -> None:
+        """The agent's process was started: what the run's actions need may start beside it (its scripts'
+        sandbox)."""
+
     def tick(self) -> None:
         """Raises when the run must stop (cancelled, out of time, lost); called by everything that waits."""
 
@@ -127,6 +131,7 @@ class Conversation:
         """Answer the agent until it gives its Final Answer, breaks the protocol, dies or hits a limit."""
         tick = self.steps.tick
         self.channel = channel = self.start_agent()
+        self.steps.agent_started()
         channel.send(self.start_message(), tick=tick)
         try:
             ending = self.steps_left()

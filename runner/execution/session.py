@@ -422,6 +422,12 @@ class RunSession(RunPulse):
         )
 
     # -- acting and recording -------------------------------------------------------------------------------
+    def agent_started(self) -> None:
+        """The agent's process is coming up: the sandbox the run's scripts share comes up beside it (and while the
+        agent makes its first model call), so the first Execute Script does not wait for it. It ends with the
+        environment, at the end of the conversation or in ``release``, whether a script ran in it or not."""
+        self.environment.kept_sandbox_launch()
+
     def act(self, message: dict) -> tuple[Step, ActionOutcome]:
         """Carry out an ``act`` message's action and record it as a step."""
         action_input = message.get("input", {})

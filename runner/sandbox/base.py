@@ -90,8 +90,11 @@ BASE_ENV = {
 
 
 class KeptSandbox(Protocol):
-    """A sandbox kept for many commands (``Sandbox.keep``; ``supervised.SupervisedSandbox`` is one): started on the
-    first command, ended with everything in it by ``close``."""
+    """A sandbox kept for many commands (``Sandbox.keep``; ``supervised.SupervisedSandbox`` is one): launched ahead
+    (``launch``) or started on the first command, ended with everything in it by ``close``."""
+
+    def launch(self) -> None:
+        """Start the sandbox without waiting for it to be ready; the first command waits for what is left."""
 
     def popen(
         self, argv: Sequence[str], *, cwd: str, env: dict[str, str] | None, limits: Limits, timeout: float | None = None
@@ -164,8 +167,8 @@ class Sandbox(ABC):
         return proc
 
     def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> KeptSandbox | None:
-        """A sandbox kept for many commands (started on the first), or None where this backend starts one per
-        process."""
+        """A sandbox kept for many commands (launched ahead, or started on the first), or None where this backend
+        starts one per process."""
         return None
 
     def environment(self, env: dict[str, str] | None, python_bin: str) -> dict[str, str]:

@@ -14,6 +14,13 @@ network, user, capabilities and cgroup as a per-script one, its process limit on
 script is not PID 1 of its sandbox here, so SIGXCPU reaches it at its CPU limit; in a sandbox of its own (bwrap's
 ``--as-pid-1``) it is PID 1, which ignores SIGXCPU, and is stopped by SIGKILL at the hard limit, 5 s later.
 ``Environment.close`` ends the kept sandbox: at the end of the conversation, a hand-back, any end of the run.
+
+The session launches it once the agent's process is started (``launch``, through ``RunSession.agent_started`` and
+``Environment.kept_sandbox_launch``), with the mounts the first script would have had (the workspace is laid out
+and mounted by then, and nothing of the run changes its mounts after that): bwrap and the supervisor come up while
+the agent starts and makes its first model call, and the first command waits only for what is left of that start
+(no thread: the supervisor's first answer waits on its socket until the first command reads it). A run whose agent
+runs no script ends it like any other, with the environment.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import select
 import socket
@@ -31,6 +39,8 @@ from pathlib import Path
 
 from .base import Limits, Mount, Sandbox, SandboxError
 from .process import Exit, kill_group
+
+log = logging.getLogger(__name__)
 
 SOURCE = (Path(__file__).parent / "supervisor.py").read_text()
 START_TIMEOUT_S = 30.0
@@ -50,7 +60,8 @@ class SupervisorLost(SandboxError):
 
 
 class SupervisedSandbox:
-    """The run's workspace sandbox with its supervisor, started on the first command and again after a loss."""
+    """The run's workspace sandbox with its supervisor, launched ahead or started on the first command, and again
+    after a loss."""
 
     def __init__(self, backend: Sandbox, *, mounts: Sequence[Mount], limits: Limits) -> None:
         self.backend = backend
@@ -59,13 +70,33 @@ class SupervisedSandbox:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.busy: SupervisedProcess | None = None
+        self.ready = False  # the supervisor has said it is ready (``start`` waits for it; ``launch`` does not)
 
     # -- the sandbox -----------------------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def launch(self) -> None:
+        """Start the sandbox now and do not wait for it: its supervisor comes up while the worker does other work
+        (the session launches it as the agent starts), and the first command finds it ready (``popen`` takes its
+        first answer then). A sandbox that cannot be launched, or whose supervisor does not come up, is started
+        by the first command, as it would have been without the launch: only that start's failure is the
+        command's."""
+        if self.proc is not None:
+            return
+        try:
+            self._spawn()
+        except SandboxError as exc:
+            log.warning("the sandbox kept for the run could not be started ahead; its first command starts it: %s", exc)
+
     def start(self) -> None:
+        """Start the sandbox and wait until its supervisor is ready."""
+        self._spawn()
+        self._ready_wait()
+
+    def _spawn(self) -> None:
+        """Start bwrap with the supervisor as its first process; it says it is ready on the socket."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # The supervisor is one more process beside the commands: the process limit makes room for it.
@@ -88,6 +119,11 @@ class SupervisedSandbox:
         finally:
             theirs.close()
         self.sock = ours
+        self.ready = False
+
+    def _ready_wait(self) -> None:
+        """The supervisor's first answer, that it runs as the sandbox's first process; SandboxError (the sandbox
+        ended) when it does not come."""
         try:
             answer = self._answer(time.monotonic() + START_TIMEOUT_S)
         except SupervisorLost as exc:
@@ -96,9 +132,11 @@ class SupervisedSandbox:
         if answer.get("ready") != 1:
             self.close()
             raise SandboxError(f"the sandbox's supervisor did not start as its first process: {answer}")
+        self.ready = True
 
     def close(self) -> None:
         """End the sandbox: everything in it is killed (from outside: nothing inside has to cooperate)."""
+        self.ready = False
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -169,6 +207,11 @@ class SupervisedSandbox:
         if self.busy is not None:
             self.close()  # a command whose end was never collected: nothing of it may meet the next one
             self.busy = None
+        if self.proc is not None and not self.ready:  # launched ahead (``launch``): its supervisor's first answer
+            try:
+                self._ready_wait()
+            except SandboxError as exc:
+                log.warning("the sandbox started ahead for the run did not come up; starting it again: %s", exc)
         if not self.alive:
             self.close()
             self.start()
