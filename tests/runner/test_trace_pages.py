@@ -1,7 +1,10 @@
 """The run page stays the same size however long the run: the last steps, earlier ones on demand, LLM calls and
 long observations when opened, a live poll that sends only what is new, and cards cached per recorded step."""
 
+import importlib.util
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -15,6 +18,12 @@ from runner.models import Agent, LLMCall, Run, Step
 from runner.selectors import OBSERVATION_PREVIEW_CHARS, TRACE_PAGE_STEPS
 
 from ..factories import AgentFactory, RunFactory
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.append(str(BENCHMARKS))  # trace_page.py imports its neighbour scratch.py
+_spec = importlib.util.spec_from_file_location("bench_trace_page", BENCHMARKS / "trace_page.py")
+trace_page = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(trace_page)  # its research-agent trace: the one benchmarks/trace_page.py measures
 
 
 @pytest.fixture(autouse=True)
@@ -36,61 +45,13 @@ def step_ids(html: str) -> list[int]:
     return [int(part.split('"', 1)[0]) for part in html.split('id="step-')[1:]]
 
 
-def research_steps_create(run: Run, count: int) -> None:
-    """``count`` steps as MLAgentBench's research agent writes them, with one LLM call each (the trace that
-    benchmarks/trace_page.py measures): its four entries, the plan ten lines with its newest marked **as the
-    paper does**, revised every fifth step; a 1.5 kB observation, 8 kB every tenth step."""
-    now = timezone.now()
-    plan = ["1. Understand train.py and the data.", "2. Measure the baseline."]
-    steps = []
-    for i in range(count):
-        if i % 5 == 0:
-            plan = plan[-9:] + [f"{i // 5 + 3}. **Try idea {i}: a wider hidden layer and a lower learning rate.**"]
-        observation = (f"epoch {i}: loss 0.{i:04d} accuracy 0.9{i % 10}\n" * 40)[:1500]
-        if i % 10 == 9:
-            observation = ("a long listing line of an inspected script\n" * 200)[:8000]
-        entries = {
-            "Reflection": "The last change helped a little; the loss still falls." * 3,
-            "Research Plan and Status": "\n".join(plan),
-            "Fact Check": "The accuracy above was measured by running train.py.",
-            "Thought": f"Run the script again with idea {i}.",
-        }
-        steps.append(
-            Step(
-                run=run,
-                index=i,
-                action="Execute Script",
-                action_input={"script_name": "train.py"},
-                entries=entries,
-                observation=observation,
-                started_at=now,
-                duration_s=1.5,
-                tokens_in=3000,
-                tokens_out=400,
-                snapshot=f"{i:064x}",
-            )
-        )
-    LLMCall.objects.bulk_create(
-        LLMCall(
-            run=run,
-            step=step,
-            step_index=step.index,
-            model="test-model",
-            purpose="next action",
-            messages=[{"role": "user", "content": f"Here are the steps so far (step {step.index}).\n" * 230}],
-            completion=f"Reflection: ... Thought: try idea {step.index}.\n" * 30,
-        )
-        for step in Step.objects.bulk_create(steps)
-    )
-
-
 #: The run page's first paint is to stay under 200 kB (issue 30); the bound keeps room for a card that grows.
 FIRST_PAINT_BYTES = 185_000
 
 
 def test_the_first_paint_of_a_500_step_run_with_llm_calls_stays_under_185_kb(client, tiny_task):
     run = RunFactory(task_version=tiny_task, status=Run.Status.FINISHED, steps_count=500)
-    research_steps_create(run, 500)
+    trace_page.step_rows(run, 500, calls=True)
 
     html = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
 
