@@ -107,13 +107,17 @@ class BlobStore:
     def put_bytes(self, data: bytes) -> str:
         sha = hashlib.sha256(data).hexdigest()
         if not self.fresh(sha):
-            packed = _packed(data)
-            stored = data if packed is None else packed
-            if len(stored) <= SMALL:
-                self.added_bytes += self.packs.put(sha, stored, zlib_packed=packed is not None)
-            else:
-                self._write(sha, stored, packed=packed is not None)
+            self._store(sha, data, _packed(data))
         return sha
+
+    def _store(self, sha: str, data: bytes, packed: bytes | None) -> None:
+        """Store content that is not stored yet (``packed``: its zlib form, if it is to be kept so): in a pack when
+        it takes less than a block as stored, else in a file of its own."""
+        stored = data if packed is None else packed
+        if len(stored) <= SMALL:
+            self.added_bytes += self.packs.put(sha, stored, zlib_packed=packed is not None)
+        else:
+            self._write(sha, stored, packed=packed is not None)
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
         """Store a file; with ``link`` an immutable source is hard-linked instead of copied."""
@@ -146,9 +150,7 @@ class BlobStore:
                 os.close(fd)
                 os.close(out)
             sha = digest.hexdigest()
-            if self._fresh(self.path(sha)) or (
-                not link and (self._fresh(self.packed_path(sha)) or self.packs.fresh(sha))
-            ):
+            if self._fresh(self.path(sha)) if link else self.fresh(sha):
                 os.unlink(tmp)
             elif link:
                 os.unlink(tmp)
@@ -157,19 +159,11 @@ class BlobStore:
                 except OSError:
                     shutil.copyfile(link_from, tmp)
                 self._commit(Path(tmp), sha)
-            elif size <= SMALL:
-                data = Path(tmp).read_bytes()
+            elif size <= PACK_MAX and (
+                (packed := _packed(data := Path(tmp).read_bytes())) is not None or size <= SMALL
+            ):
                 os.unlink(tmp)
-                packed = _packed(data)
-                self.added_bytes += self.packs.put(
-                    sha, data if packed is None else packed, zlib_packed=packed is not None
-                )
-            elif size <= PACK_MAX and (packed := _packed(Path(tmp).read_bytes())) is not None:
-                os.unlink(tmp)
-                if len(packed) <= SMALL:
-                    self.added_bytes += self.packs.put(sha, packed, zlib_packed=True)
-                else:
-                    self._write(sha, packed, packed=True)
+                self._store(sha, data, packed)
             else:
                 self._commit(Path(tmp), sha)
         except BaseException:
