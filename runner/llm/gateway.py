@@ -509,7 +509,7 @@ class _Call:
         if self.lease_id is not None:
             LLMLease.objects.filter(pk=self.lease_id).delete()
         if self.reservation is not None and self.run is not None:
-            Run.objects.filter(pk=self.run.pk).update(**_settled(self.reservation))
+            budget_settle(self.run, self.reservation)
         self.lease_id = self.reservation = None
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
