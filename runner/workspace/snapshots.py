@@ -58,6 +58,7 @@ class BlobStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.packs = Packs(self.root / "packs")
         self.added_bytes = 0
+        self.pack_records = 0  # records this instance added to packs (at most PACK_RECORDS)
 
     def path(self, sha: str) -> Path:
         """Where the blob is stored as it is (it may be stored packed instead: ``has``, ``linkable``)."""
@@ -114,8 +115,9 @@ class BlobStore:
         """Store content that is not stored yet (``packed``: its zlib form, if it is to be kept so): in a pack when
         it takes less than a block as stored, else in a file of its own."""
         stored = data if packed is None else packed
-        if len(stored) <= SMALL:
+        if len(stored) <= SMALL and self.pack_records < PACK_RECORDS:
             self.added_bytes += self.packs.put(sha, stored, zlib_packed=packed is not None)
+            self.pack_records += 1
         else:
             self._write(sha, stored, packed=packed is not None)
 
@@ -248,6 +250,10 @@ class BlobStore:
 
 DELTA_KEY = ""  # no file's path: the header of a manifest stored as a delta
 PACK_MAX = 1 << 20  # content this small is stored packed when zlib saves a quarter of it or more
+#: Records one store (a run's attempt, an import, a preparation) adds to packs; past them, small blobs are files.
+#: Every process keeps an index of the packs' records (about 310 bytes each), so what a run can make it hold is
+#: bounded: a script that writes a hundred thousand tiny files a step costs files, as it did, not the index.
+PACK_RECORDS = 10_000
 
 
 def _packed(data: bytes) -> bytes | None:

@@ -115,3 +115,19 @@ def test_the_collector_drops_unnamed_records_and_keeps_the_newest_of_a_blob_stor
     with pytest.raises(FileNotFoundError):
         reader.read_bytes(orphan)
     assert pack.read_bytes().count(bytes.fromhex(again)) == 1
+
+
+def test_a_store_adds_at_most_its_share_of_records_and_stores_the_rest_as_files(store, monkeypatch):
+    """Every process indexes every record, so one run's attempt (one store) adds at most PACK_RECORDS of them: a
+    script writing a hundred thousand tiny files a step costs files, not every process's memory."""
+    from runner.workspace import snapshots
+
+    monkeypatch.setattr(snapshots, "PACK_RECORDS", 3)
+    contents = [secrets.token_bytes(100) for _ in range(5)]
+    shas = [store.put_bytes(data) for data in contents]
+
+    assert store.pack_records == 3
+    assert [store.path(sha).exists() for sha in shas] == [False, False, False, True, True]
+    reader = new_process(store)
+    assert [reader.read_bytes(sha) for sha in shas] == contents
+    assert len(reader.packs.index.records) == 3
