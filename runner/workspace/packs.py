@@ -142,7 +142,10 @@ class Packs:
             os.close(fd)
 
     def record(self, sha: str, *, refresh: bool = True) -> Record | None:
-        raw = bytes.fromhex(sha)
+        try:
+            raw = bytes.fromhex(sha)
+        except ValueError:
+            return None  # not a sha256: no blob (as no file is named so)
         record = self.index.records.get(raw)
         if record is None and refresh:
             self.refresh()

@@ -50,6 +50,14 @@ def test_small_blobs_share_a_pack_and_read_back_exactly_in_another_process(store
     assert other.linkable(shas[6]).read_bytes() == contents[6]  # a file of its own, to hard-link
 
 
+def test_a_name_that_is_no_sha256_is_no_blob_as_before_packs(store):
+    store.put_bytes(b"something small")
+
+    assert not store.has("not-a-sha")
+    with pytest.raises(FileNotFoundError):
+        store.read_bytes("not-a-sha-at-all")
+
+
 def test_a_record_another_process_appends_is_found_by_one_that_read_the_pack_before(store):
     first = store.put_bytes(b"first small blob")
     reader = new_process(store)
