@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..actions import EnvError
-from ..llm.gateway import LLMRequestError, complete
+from ..llm.gateway import CallLedger, LLMRequestError, complete
 from ..models import Run
 
 
@@ -17,7 +17,14 @@ def action_model(run: Run, purpose: str) -> str:
 
 
 def action_complete(
-    *, run: Run, step_index: int, messages: list[dict], purpose: str, options: dict, tick: Callable[[], None]
+    *,
+    run: Run,
+    step_index: int,
+    messages: list[dict],
+    purpose: str,
+    options: dict,
+    tick: Callable[[], None],
+    ledger: CallLedger | None = None,
 ) -> str:
     """An action's completion on the model ``action_model`` picks; a refused request is the action's error."""
     model = action_model(run, purpose)
@@ -30,6 +37,7 @@ def action_complete(
             purpose=purpose,
             options=options,
             tick=tick,
+            ledger=ledger,
         )
     except LLMRequestError as exc:
         raise EnvError(f"the LLM call failed: {exc}") from exc

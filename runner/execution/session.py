@@ -27,6 +27,7 @@ from task_bank.models import TaskVersion
 from ..actions import ActionOutcome, Environment
 from ..actions.catalogue import FINAL_ANSWER
 from ..jobs import QueueUnreachable, run_enqueue
+from ..llm.gateway import CallLedger
 from ..models import Run, Step
 from ..sandbox import SandboxError
 from ..selectors import storage_refusal
@@ -169,6 +170,7 @@ class RunSession(RunPulse):
         self.snapshotter = None
         self.stored_counted = 0  # of self.store.added_bytes, what is charged to the run already
         self.storage_refusal = ""  # why the run may store nothing more (then it takes no more steps)
+        self.calls = CallLedger(run.pk)  # what the attempt's model calls count to (``gateway.calls_limit_check``)
 
     # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
@@ -419,6 +421,7 @@ class RunSession(RunPulse):
             purpose=purpose,
             options=options,
             tick=self.tick,
+            ledger=self.calls,
         )
 
     # -- acting and recording -------------------------------------------------------------------------------

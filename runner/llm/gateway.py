@@ -23,9 +23,9 @@ from decimal import Decimal
 
 import openai
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, F, Q, Sum
-from django.db.models.functions import Greatest
+from django.db import connection, transaction
+from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from ..models import LLMCall, LLMLease, ModelEndpoint, Run
@@ -72,16 +72,12 @@ class Completion:
     call_id: int
 
 
-def endpoint_for(model: str) -> ModelEndpoint:
+def no_endpoint(model: str) -> LLMError:
+    """The error for a model no enabled endpoint serves, naming the configured ones."""
     if not model:
-        raise LLMRequestError("this run has no model; start it with --model NAME to let it make LLM calls")
-    endpoint = ModelEndpoint.objects.filter(name=model, is_enabled=True).first()
-    if endpoint is None:
-        names = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
-        raise LLMInfrastructureError(
-            f"no model endpoint named {model!r}; configured: {', '.join(names) or 'none'}",
-        )
-    return endpoint
+        return LLMRequestError("this run has no model; start it with --model NAME to let it make LLM calls")
+    names = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
+    return LLMInfrastructureError(f"no model endpoint named {model!r}; configured: {', '.join(names) or 'none'}")
 
 
 #: The clients this process keeps, one per endpoint address and key (``client_for``).
@@ -175,18 +171,78 @@ def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_
     )
 
 
-def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0) -> None:
-    """End the run (a limit) that has recorded as many model calls, or as many bytes of them, as a step or a run may
-    hold: every request is a row with its prompt and completion, so these bound what a run can write
-    (BENCH_LLM_CALLS_PER_STEP / _PER_RUN, BENCH_LLM_RECORDED_MB_PER_STEP / _PER_RUN). ``prompt_bytes``: the prompt
-    of the call about to be made, counted with what is recorded already."""
+@dataclass
+class CallLedger:
+    """What a run's attempt knows of its recorded model calls without asking the database: their counts and bytes
+    (the run's and its current step's, for ``calls_limit_check``) and the current step's answers (for
+    ``repeat_note``). Its session keeps it: only the attempt that holds a run records the run's calls, so after one
+    read of what earlier attempts recorded (at the first call) it counts on by itself. Calls made without a ledger
+    (a connection test, a direct call) read the database each time."""
+
+    run_id: int
+    step_index: int | None = None  # the step counted in step_n and step_size (None: nothing read yet)
+    run_n: int = 0
+    run_size: int = 0
+    step_n: int = 0
+    step_size: int = 0
+    step_earlier: bool = False  # an earlier attempt recorded calls of this step (its answers are not in ``answers``)
+    answers: list[tuple[int, str, str, str]] = field(default_factory=list)  # (pk, purpose, completion, messages)
+
+    def counts(self, step_index: int) -> dict | None:
+        """The counts ``calls_limit_check`` needs, or None when the ledger cannot tell (an earlier step)."""
+        if self.step_index is None:
+            counts = _recorded_counts(self.run_id, step_index)
+            self.run_n, self.run_size = counts["run_n"], counts["run_size"] or 0
+            self.step_n, self.step_size = counts["step_n"], counts["step_size"] or 0
+            self.step_index, self.step_earlier = step_index, bool(counts["step_n"])
+        elif step_index > self.step_index:  # a step this attempt takes: no earlier attempt recorded its calls
+            self.step_index, self.step_n, self.step_size, self.step_earlier = step_index, 0, 0, False
+            self.answers.clear()
+        elif step_index < self.step_index:
+            return None
+        return {"run_n": self.run_n, "run_size": self.run_size, "step_n": self.step_n, "step_size": self.step_size}
+
+    def recorded(self, call: LLMCall) -> None:
+        """Count a call just recorded (after its transaction)."""
+        if self.counts(call.step_index) is None:
+            return
+        self.run_n, self.step_n = self.run_n + 1, self.step_n + 1
+        self.run_size, self.step_size = self.run_size + call.recorded_bytes, self.step_size + call.recorded_bytes
+        if call.endpoint and call.completion:
+            self.answers.append((call.pk, call.purpose, call.completion, call.messages))
+
+    def holds_answers(self, step_index: int) -> bool:
+        """Whether ``answers`` holds every answer of step ``step_index`` (no earlier attempt recorded any)."""
+        return self.counts(step_index) is not None and not self.step_earlier
+
+    def answer_before(self, purpose: str, text: str) -> tuple[int, object] | None:
+        """The newest call of the current step and ``purpose`` that got ``text``: its pk and messages."""
+        for pk, call_purpose, completion, messages in reversed(self.answers):
+            if call_purpose == purpose and completion == text:
+                return pk, messages
+        return None
+
+
+def _recorded_counts(run_id: int, step_index: int) -> dict:
+    """How many calls the run recorded, and their bytes, in all and in step ``step_index``: one query."""
     in_step = Q(step_index=step_index)
-    counts = LLMCall.objects.filter(run_id=run.pk).aggregate(
+    return LLMCall.objects.filter(run_id=run_id).aggregate(
         run_n=Count("pk"),
         run_size=Sum("recorded_bytes"),
         step_n=Count("pk", filter=in_step),
         step_size=Sum("recorded_bytes", filter=in_step),
     )
+
+
+def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0, ledger: CallLedger | None = None) -> None:
+    """End the run (a limit) that has recorded as many model calls, or as many bytes of them, as a step or a run may
+    hold: every request is a row with its prompt and completion, so these bound what a run can write
+    (BENCH_LLM_CALLS_PER_STEP / _PER_RUN, BENCH_LLM_RECORDED_MB_PER_STEP / _PER_RUN). ``prompt_bytes``: the prompt
+    of the call about to be made, counted with what is recorded already. The counts come from ``ledger`` when it
+    can tell, else from the database."""
+    counts = ledger.counts(step_index) if ledger is not None else None
+    if counts is None:
+        counts = _recorded_counts(run.pk, step_index)
     limits = [
         (counts["step_n"] + 1, settings.BENCH_LLM_CALLS_PER_STEP, f"model calls in step {step_index}", "one step"),
         (counts["run_n"] + 1, settings.BENCH_LLM_CALLS_PER_RUN, "model calls", "one run"),
@@ -345,21 +401,34 @@ def stop_cut(text: str, stop: str | list[str] | None) -> tuple[str, str]:
     return text[:index], sequence
 
 
-def repeat_note(run: Run, step_index: int, purpose: str, messages: list[dict], options: dict, text: str) -> str:
+def repeat_note(
+    run: Run,
+    step_index: int,
+    purpose: str,
+    messages: list[dict],
+    options: dict,
+    text: str,
+    ledger: CallLedger | None = None,
+) -> str:
     """A note when a sampled call got exactly the answer an earlier call of the same step and ``purpose`` (the
     same caller asking again, its prompt perhaps amended) got: the endpoint seems to ignore temperature (greedy
     decoding), so asking again will not change the answer. Calls of other purposes (an action's own call beside
-    the agent's) are other questions, whose answers may match by chance."""
+    the agent's) are other questions, whose answers may match by chance. The earlier answers come from ``ledger``
+    when it holds them all, else from the database."""
     temperature = options.get("temperature")
     if not temperature or not text.strip():
         return ""
-    earlier = (
-        LLMCall.objects.filter(run=run, step_index=step_index, purpose=db_text(purpose[:60]), completion=db_text(text))
-        .exclude(endpoint="")
-        .order_by("-pk")
-        .values_list("pk", "messages")
-        .first()
-    )
+    purpose, text = db_text(purpose[:60]), db_text(text)
+    if ledger is not None and ledger.holds_answers(step_index):
+        earlier = ledger.answer_before(purpose, text)
+    else:
+        earlier = (
+            LLMCall.objects.filter(run=run, step_index=step_index, purpose=purpose, completion=text)
+            .exclude(endpoint="")
+            .order_by("-pk")
+            .values_list("pk", "messages")
+            .first()
+        )
     if earlier is None:
         return ""
     same = "the same request" if earlier[1] == db_json(messages) else "an earlier request of this step"
@@ -378,33 +447,23 @@ def complete(
     purpose: str = "",
     options: dict | None = None,
     tick: Callable[[], None] | None = None,
+    ledger: CallLedger | None = None,
 ) -> Completion:
-    """Make one completion for a run (or for a connection test when run is None). Raises LLMError."""
+    """Make one completion for a run (or for a connection test when run is None). Raises LLMError. ``ledger``: the
+    run's session's ``CallLedger``, so the run's call limits and earlier answers are not read per call."""
     model_name = model if model is not None else (run.model if run else "")
-    endpoint = endpoint_for(model_name)
-    options = endpoint.completion_defaults() | options_check(options or {})
+    if not model_name:
+        raise no_endpoint(model_name)
+    asked = options_check(options or {})
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
     if run is not None:
-        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages))
-    return _complete(run, endpoint, messages, options, step_index, purpose, tick)
-
-
-def _complete(
-    run: Run | None,
-    endpoint: ModelEndpoint,
-    messages: list[dict],
-    options: dict,
-    step_index: int,
-    purpose: str,
-    tick: Callable[[], None] | None,
-) -> Completion:
-    max_tokens = int(options["max_tokens"])
-    timeout = call_timeout(endpoint, max_tokens)
-    client = client_for(endpoint, timeout=timeout)
+        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages), ledger=ledger)
+    call = _Call(run=run, messages=messages, step_index=step_index, purpose=purpose, ledger=ledger)
+    call.begin(model_name, asked, tick=tick)
+    endpoint, options = call.endpoint, call.options
+    client = client_for(endpoint, timeout=call.timeout_s)
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
-    call = _Call(run=run, endpoint=endpoint, messages=messages, step_index=step_index, purpose=purpose)
-    call.begin(max_tokens=max_tokens, timeout_s=timeout, tick=tick)
     try:
         for attempt in range(attempts):
             try:
@@ -412,9 +471,9 @@ def _complete(
             except Exception as exc:  # noqa: BLE001 - classified right below, never swallowed
                 if not isinstance(exc, openai.OpenAIError | GarbageResponse | json.JSONDecodeError):
                     raise
-                call.failed(exc, attempt=attempt, attempts=attempts, max_tokens=max_tokens, tick=tick)
+                call.failed(exc, attempt=attempt, attempts=attempts, tick=tick)
                 continue
-            return call.answered(response, text, options)
+            return call.answered(response, text)
         call.record(error="; ".join(call.errors))
     finally:
         call.release()
@@ -459,40 +518,62 @@ def _sleep(seconds: float, tick: Callable[[], None] | None) -> None:
         time.sleep(min(0.25, max(deadline - time.monotonic(), 0)))
 
 
+def commit_unflushed() -> None:
+    """Inside a transaction: its commit does not wait for PostgreSQL to flush it to disk (``synchronous_commit``
+    off for this transaction alone; a flush costs from one to several milliseconds on a busy disk). What it wrote is
+    never half there, and the next commit that waits (a step's record) flushes it too; a crash of the database
+    server before any flush (the WAL writer flushes every wal_writer_delay, 200 ms by default) loses it whole."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
 @dataclass
 class _Call:
     """One completion being made: what every record of it (answered or failed) shares."""
 
     run: Run | None
-    endpoint: ModelEndpoint
     messages: list[dict]
     step_index: int
     purpose: str
+    ledger: CallLedger | None = None
     errors: list[str] = field(default_factory=list)  # what each failed attempt got, in words
     started: float = field(default_factory=time.monotonic)
-    lease_id: int | None = None  # the endpoint slot this call holds (``begin``)
+    # Set by ``begin``, from the endpoint as it is when the call takes its slot:
+    endpoint: ModelEndpoint | None = None
+    options: dict = field(default_factory=dict)  # the endpoint's defaults with the caller's options over them
+    timeout_s: float = 0.0
+    lease_id: int | None = None  # the endpoint slot this call holds
     reservation: Reservation | None = None  # what it holds of the run's budgets
 
-    def begin(self, *, max_tokens: int, timeout_s: float, tick: Callable[[], None] | None) -> None:
-        """Wait for a free slot of the endpoint's max_concurrency (shared by all workers through the database), then
-        take it and reserve the call's worst case against the run's budgets (``budget_reserve``) in the same
-        transaction: a call refused by its budget takes no slot."""
-        hold = timedelta(seconds=timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
+    def begin(self, model: str, asked: dict, *, tick: Callable[[], None] | None) -> None:
+        """Wait for a free slot of the enabled endpoint named ``model`` (its max_concurrency, shared by all workers
+        through the database), then take it and reserve the call's worst case against the run's budgets
+        (``budget_reserve``; a run without a budget reserves nothing) in the same transaction: a call refused by
+        its budget takes no slot. The endpoint is read in that transaction, locked, with its slots' count: a
+        change to it (disabled, another address, other defaults) holds from the next call on."""
+        leases = LLMLease.objects.filter(endpoint_id=OuterRef("pk")).order_by().values("endpoint_id")
+        held = Coalesce(Subquery(leases.annotate(n=Count("pk")).values("n")), 0)
+        locked = ModelEndpoint.objects.select_for_update().filter(name=model, is_enabled=True).annotate(held=held)
         while True:
             with transaction.atomic():
-                most = ModelEndpoint.objects.select_for_update().values_list("max_concurrency", flat=True)
-                most = most.get(pk=self.endpoint.pk)
+                commit_unflushed()
+                endpoint = locked.first()
+                if endpoint is None:
+                    raise no_endpoint(model)
                 now = timezone.now()
-                leases = LLMLease.objects.filter(endpoint_id=self.endpoint.pk)
-                held = leases.count()
-                if held >= most:  # the slots of calls whose worker died are taken back
-                    held -= leases.filter(expires_at__lt=now).delete()[0]
-                if held < most:
-                    if self.run is not None:
-                        self.reservation = budget_reserve(self.run, self.endpoint, self.messages, max_tokens)
-                    self.lease_id = LLMLease.objects.create(
-                        endpoint_id=self.endpoint.pk, run=self.run, expires_at=now + hold
-                    ).pk
+                if endpoint.held >= endpoint.max_concurrency:  # the slots of calls whose worker died are taken back
+                    expired = LLMLease.objects.filter(endpoint_id=endpoint.pk, expires_at__lt=now)
+                    endpoint.held -= expired.delete()[0]
+                if endpoint.held < endpoint.max_concurrency:
+                    self.endpoint, self.options = endpoint, endpoint.completion_defaults() | asked
+                    max_tokens = int(self.options["max_tokens"])
+                    self.timeout_s = call_timeout(endpoint, max_tokens)
+                    run = self.run
+                    if run is not None and (run.max_tokens is not None or run.max_cost is not None):
+                        self.reservation = budget_reserve(run, endpoint, self.messages, max_tokens)
+                    hold = timedelta(seconds=self.timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
+                    self.lease_id = LLMLease.objects.create(endpoint_id=endpoint.pk, run=run, expires_at=now + hold).pk
                     return
             if tick is not None:
                 tick()
@@ -521,6 +602,7 @@ class _Call:
             self.release()
             return LLMCall(cost=cost, latency_s=latency)
         with transaction.atomic():
+            commit_unflushed()
             call = LLMCall.objects.create(
                 run=self.run,
                 step_index=self.step_index,
@@ -546,14 +628,14 @@ class _Call:
             if self.lease_id is not None:
                 LLMLease.objects.filter(pk=self.lease_id).delete()
                 self.lease_id = None
+        if self.ledger is not None:
+            self.ledger.recorded(call)
         return call
 
-    def failed(
-        self, exc: Exception, *, attempt: int, attempts: int, max_tokens: int, tick: Callable[[], None] | None
-    ) -> None:
+    def failed(self, exc: Exception, *, attempt: int, attempts: int, tick: Callable[[], None] | None) -> None:
         """An attempt that failed: noted; raised as the LLMError it is when asking again cannot help, else waited
         after (the endpoint's Retry-After, or a backoff with jitter) unless it was the last attempt."""
-        self.errors.append(_describe(exc, self.endpoint, max_tokens))
+        self.errors.append(_describe(exc, self.endpoint, int(self.options["max_tokens"])))
         if not _transient(exc):
             refused = isinstance(exc, openai.BadRequestError | openai.NotFoundError)
             error_class = LLMRequestError if refused else LLMInfrastructureError
@@ -563,7 +645,7 @@ class _Call:
             delay = _retry_after(exc) or min(settings.BENCH_LLM_BACKOFF_S * 2**attempt, 30.0)
             _sleep(delay * (0.8 + 0.4 * random.random()), tick)
 
-    def answered(self, response: object, text: str, options: dict) -> Completion:
+    def answered(self, response: object, text: str) -> Completion:
         """Record the answer with its tokens (estimated when the endpoint reports none) and notes on what it took:
         retries, a stop sequence the endpoint left in (cut off here), an answer repeated at a temperature."""
         usage = getattr(response, "usage", None)
@@ -572,17 +654,21 @@ class _Call:
         notes = [f"retried after: {'; '.join(self.errors)}"] if self.errors else []
         if not usage:
             notes.append("the endpoint reported no usage; tokens estimated from characters")
-        text, cut = stop_cut(text, options.get("stop"))
+        text, cut = stop_cut(text, self.options.get("stop"))
         if cut:
             notes.append(f"the endpoint left the stop sequence {cut!r} in its answer; the answer ends before it")
         if self.run is not None:
-            notes.append(repeat_note(self.run, self.step_index, self.purpose, self.messages, options, text))
+            notes.append(
+                repeat_note(self.run, self.step_index, self.purpose, self.messages, self.options, text, self.ledger)
+            )
         notes = [note for note in notes if note]
         recorded = self.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
         return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
 
 
-def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
+def completion_for_run(
+    *, run: Run, step_index: int, message: dict, tick: Callable[[], None], ledger: CallLedger | None = None
+) -> dict:
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
     # The models come from the run (set by whoever started it), never from the agent's package or config.
@@ -590,12 +676,12 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
     asked = message.get("model")
     if not allowed:
         refusal = "this run has no model: it was started without one (bench_run --model NAME gives it one)"
-        return _refused(run, step_index, message, asked, refusal)
+        return _refused(run, step_index, message, asked, refusal, ledger)
     model = asked or allowed["main"]
     if model not in allowed.values():
         names = ", ".join(f"{role} {name!r}" for role, name in allowed.items())
         refusal = f"this run may use only the models it was started with ({names}), not {model!r}"
-        return _refused(run, step_index, message, asked, refusal)
+        return _refused(run, step_index, message, asked, refusal, ledger)
     try:
         result = complete(
             run=run,
@@ -605,6 +691,7 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
             purpose=str(message.get("purpose", "agent")),
             options=options,
             tick=tick,
+            ledger=ledger,
         )
     except LLMRequestError as exc:
         return {"type": "error", "message": str(exc)}
@@ -617,11 +704,11 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
     }
 
 
-def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str) -> dict:
+def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str, ledger: CallLedger | None) -> dict:
     """A request no endpoint saw: recorded on the run (no tokens, no cost) so the trace shows what was asked, and
     counted against what a run may record."""
-    calls_limit_check(run, step_index)
-    LLMCall.objects.create(
+    calls_limit_check(run, step_index, ledger=ledger)
+    call = LLMCall.objects.create(
         run=run,
         step_index=step_index,
         purpose=db_text(str(message.get("purpose", "agent"))[:60]),
@@ -629,6 +716,8 @@ def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: s
         model=db_text(str(asked or "")[:200]),
         error=f"refused, no endpoint called: {refusal}",
     )
+    if ledger is not None:
+        ledger.recorded(call)
     return {"type": "error", "message": refusal}
 
 

@@ -1,10 +1,12 @@
 from decimal import Decimal
 
 import pytest
+from django.db.models import Sum
 from django.urls import reverse
 
 from runner.execution import run_execute
 from runner.llm.gateway import (
+    CallLedger,
     LLMError,
     budget_reserve,
     budget_settle,
@@ -50,24 +52,69 @@ def test_calls_to_an_endpoint_reuse_one_client_and_its_connection(run, llm_serve
     assert client_for(other, timeout=5)._client is client_for(endpoint, timeout=9)._client  # same address and key
 
 
-def test_a_call_takes_its_slot_with_its_reservation_and_records_itself_with_their_release(run, llm_server):
-    """Two transactions a call: the endpoint's slot is taken with the run's reservation, and the call's record
-    gives both back (each once cost a transaction of its own, six in all)."""
+def statements(queries) -> list[str]:
+    """The first word of each statement captured, with the table a SELECT reads (its FROM outside subqueries)."""
+    words = []
+    for query in queries.captured_queries:
+        sql, depth, table = query["sql"], 0, ""
+        for i, char in enumerate(sql):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and sql.startswith(" FROM ", i):
+                table = sql[i + 6 :].split()[0].strip('"')
+        words.append(f"{sql.split()[0]} {table}".strip() if sql.startswith("SELECT") else sql.split()[0])
+    return words
+
+
+@pytest.mark.parametrize(
+    ("budget", "first"),
+    [(10_000, ["UPDATE", "INSERT"]), (None, ["INSERT"])],  # the run's reservation, the endpoint's slot
+)
+def test_a_call_reads_only_its_endpoint_and_writes_its_slot_then_its_record(run, llm_server, budget, first):
+    """A session's call makes two transactions and reads one row: the endpoint, locked with its slots' count, in
+    the transaction that takes a slot (and reserves against the run's budget, when it has one); the record gives
+    both back. Its call limits and earlier answers come from the session's ledger. Each once cost a query or a
+    transaction of its own: 19 statements in six transactions, then 14 in two."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    Run.objects.filter(pk=run.pk).update(max_tokens=budget)
+    run.refresh_from_db()
+    ledger = CallLedger(run.pk)
     llm_server.default = "ok"
-    complete(run=run, messages=MESSAGES)
+    complete(run=run, messages=MESSAGES, ledger=ledger, options={"temperature": 0.5})
     with CaptureQueriesContext(connection) as queries:
-        complete(run=run, messages=MESSAGES, step_index=1)
-    sql = [q["sql"].split()[0].upper() for q in queries.captured_queries]
-    opened = [i for i, word in enumerate(sql) if word in ("BEGIN", "SAVEPOINT")]  # a savepoint in a test's transaction
-    assert len(opened) == 2, sql
-    writes = [(i > opened[1], word) for i, word in enumerate(sql) if word in ("INSERT", "UPDATE", "DELETE")]
-    assert writes == [(False, "UPDATE"), (False, "INSERT"), (True, "INSERT"), (True, "UPDATE"), (True, "DELETE")], sql
-    assert opened[0] < sql.index("UPDATE"), sql  # the reservation is in the first
+        complete(run=run, messages=MESSAGES, ledger=ledger, options={"temperature": 0.5})
+
+    taken = ["SAVEPOINT", "SET", "SELECT runner_modelendpoint", *first, "RELEASE"]
+    recorded = ["SAVEPOINT", "SET", "INSERT", "UPDATE", "DELETE", "RELEASE"]
+    assert statements(queries) == taken + recorded
     run.refresh_from_db()
     assert (run.tokens_reserved, LLMLease.objects.count(), LLMCall.objects.filter(run=run).count()) == (0, 0, 2)
+    assert "the same answer as the same request got" in LLMCall.objects.filter(run=run).latest("pk").error
+
+
+def test_a_ledger_counts_the_calls_an_earlier_attempt_recorded_in_its_step(run, llm_server, settings):
+    """A resumed attempt's first step may hold calls its predecessor made: the ledger reads them once, counts them
+    to the step's limit, and looks up a repeated answer among them; a later step is counted from nothing."""
+    settings.BENCH_LLM_CALLS_PER_STEP = 3
+    earlier = [
+        LLMCall.objects.create(run=run, step_index=2, endpoint="test-model", completion="same", recorded_bytes=10)
+        for _ in range(2)
+    ]
+    ledger = CallLedger(run.pk)
+    llm_server.default = "same"
+    call = complete(run=run, messages=MESSAGES, step_index=2, ledger=ledger, options={"temperature": 0.5})
+    assert f"(call {earlier[1].pk})" in LLMCall.objects.get(pk=call.call_id).error
+    with pytest.raises(LLMError, match="the run made 3 model calls in step 2"):
+        complete(run=run, messages=MESSAGES, step_index=2, ledger=ledger)
+
+    for _ in range(3):
+        complete(run=run, messages=MESSAGES, step_index=3, ledger=ledger)
+    assert (ledger.run_n, ledger.step_n, ledger.run_size) == (
+        6,
+        3,
+        LLMCall.objects.aggregate(n=Sum("recorded_bytes"))["n"],
+    )
 
 
 def test_transient_errors_are_retried_with_backoff(run, llm_server):
@@ -103,6 +150,7 @@ def test_garbage_from_the_server_is_retried_then_reported(run, llm_server, setti
 
 def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
     Run.objects.filter(pk=run.pk).update(max_tokens=3000, tokens_in=2500)
+    run.refresh_from_db()  # a run's budgets are set when it is made, and read from it
 
     with pytest.raises(LLMError) as exc:
         complete(run=run, messages=MESSAGES, options={"max_tokens": 600})
@@ -114,6 +162,7 @@ def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
 
 def test_a_cost_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
     Run.objects.filter(pk=run.pk).update(max_cost=Decimal("0.001"), cost=Decimal("0.0009"))
+    run.refresh_from_db()
 
     with pytest.raises(LLMError) as exc:
         complete(run=run, messages=MESSAGES, options={"max_tokens": 1000})
@@ -233,6 +282,7 @@ def test_the_budget_reserves_the_worst_case_of_any_tokenizer(run, llm_server):
     """A prompt of 24,000 bytes that an endpoint counts one token a byte: the old estimate (JSON length / 4, 6,000)
     let the call through a 20,000 budget, and it spent 24,500. The bound is a token a byte, reserved before."""
     Run.objects.filter(pk=run.pk).update(max_tokens=20_000)
+    run.refresh_from_db()
     llm_server.script = [{"content": "ok", "usage": {"prompt_tokens": 24_000, "completion_tokens": 500}}]
 
     with pytest.raises(LLMError) as exc:
@@ -248,6 +298,7 @@ def test_calls_in_flight_hold_their_reservation_until_they_are_settled(run, llm_
     """Two calls at once cannot each fit a budget that holds only one: the second is refused while the first is in
     flight, and what the first reserved is given back once it is recorded with its real usage."""
     Run.objects.filter(pk=run.pk).update(max_tokens=2 * prompt_bound(MESSAGES) + 1_500)
+    run.refresh_from_db()
     first = budget_reserve(run, ModelEndpoint.objects.get(name=run.model), MESSAGES, 1_000)
 
     with pytest.raises(LLMError, match="held by calls in flight"):
