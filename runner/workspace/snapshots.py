@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -42,6 +43,17 @@ from .packs import SMALL, Packs
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+
+
+BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def blob_name(sha: str) -> str:
+    """``sha`` if it can name a blob (a sha256 in hex), else FileNotFoundError: a name from a manifest or a row
+    never leads to a path outside the store (``../../etc/passwd``)."""
+    if not BLOB_NAME.fullmatch(sha):
+        raise FileNotFoundError(f"no blob is named {sha[:80]!r}: a blob's name is its sha256, 64 hex digits")
+    return sha
 
 
 class BlobStore:
@@ -62,12 +74,14 @@ class BlobStore:
 
     def path(self, sha: str) -> Path:
         """Where the blob is stored as it is (it may be stored packed instead: ``has``, ``linkable``)."""
-        return self.root / sha[:2] / sha[2:]
+        return self.root / blob_name(sha)[:2] / sha[2:]
 
     def packed_path(self, sha: str) -> Path:
-        return self.root / sha[:2] / f"{sha[2:]}.z"
+        return self.root / blob_name(sha)[:2] / f"{sha[2:]}.z"
 
     def has(self, sha: str) -> bool:
+        if not BLOB_NAME.fullmatch(sha):
+            return False
         return self.path(sha).exists() or self.packed_path(sha).exists() or self.packs.record(sha) is not None
 
     def fresh(self, sha: str) -> bool:

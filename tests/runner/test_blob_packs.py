@@ -58,6 +58,20 @@ def test_a_name_that_is_no_sha256_is_no_blob_as_before_packs(store):
         store.read_bytes("not-a-sha-at-all")
 
 
+def test_a_name_that_leads_outside_the_store_names_no_blob(store):
+    """A name from a manifest or a row is joined into a path: ``../../x`` must not read, copy or link a file
+    outside the store (a blob's name is its sha256, 64 hex digits)."""
+    outside = store.root.parent / "secret"
+    outside.write_bytes(b"hidden task file")
+    name = f"..{store.root.name}/../secret"
+    assert (store.root / name[:2] / name[2:]).read_bytes() == b"hidden task file"  # what an unchecked join reads
+
+    assert not store.has(name)
+    for read in (store.read_bytes, store.open, store.linkable, lambda sha: store.copy_to(sha, store.root / "out")):
+        with pytest.raises(FileNotFoundError, match="64 hex digits"):
+            read(name)
+
+
 def test_a_record_another_process_appends_is_found_by_one_that_read_the_pack_before(store):
     first = store.put_bytes(b"first small blob")
     reader = new_process(store)
