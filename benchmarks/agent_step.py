@@ -16,7 +16,10 @@ the whole ``trace.json`` rewritten and the files it does not list as read-only c
 model leaves out its token counting in ``log_to_file`` (tiktoken, whose encoding is downloaded) and its import
 time; its research log is off by default and so is left out too.
 
-    .venv/bin/python benchmarks/agent_step.py [--steps 20] [--rounds 3] [--database-url postgres://.../scratch]
+    .venv/bin/python benchmarks/agent_step.py [--steps 20] [--rounds 3] [--database-url postgres://.../db] [--parts]
+
+``--parts`` also times the parts of the research agent's steps (the gateway's call, its slot's and its record's
+transactions, the HTTP client's call, the action with its step's record) and prints their medians.
 """
 
 from __future__ import annotations
@@ -179,11 +182,40 @@ def ms(seconds: list[float]) -> float:
     return statistics.median(seconds) * 1000
 
 
+def parts_timed() -> dict[str, list[float]]:
+    """Timers around the parts of a step (seconds per call, by part), from now on in this process."""
+    from runner.execution import conversation, session
+    from runner.llm import gateway
+
+    times: dict[str, list[float]] = {}
+
+    def timed(owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                times.setdefault(label, []).append(time.perf_counter() - started)
+
+        setattr(owner, name, wrapper)
+
+    timed(gateway, "completion_for_run", "the model call through the gateway")
+    conversation.completion_for_run = gateway.completion_for_run
+    timed(gateway._Call, "begin", "  its slot's transaction (the endpoint read there)")
+    timed(gateway, "_call", "  the HTTP client's call")
+    timed(gateway._Call, "record", "  its record's transaction")
+    timed(session.RunSession, "act", "the action, its snapshot and its step's record")
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
+    parser.add_argument("--parts", action="store_true", help="also time the parts of the research agent's steps")
     args = parser.parse_args()
     var = django_scratch("agentstep-", args.database_url)
     from django.conf import settings
@@ -207,6 +239,7 @@ def main() -> None:
         config={"script": listing},
     )  # fmt: skip
     limits = RunLimits(max_steps=args.steps)
+    parts = parts_timed() if args.parts else {}
     times: dict[str, list[float]] = {"research": [], "free": [], "mlagentbench": []}
     for r in range(args.rounds):
         order = ["research", "free", "mlagentbench"] if r % 2 == 0 else ["mlagentbench", "free", "research"]
@@ -218,7 +251,11 @@ def main() -> None:
                 continue
             agent = research if name == "research" else free
             run = run_create(task=version.task, agent=agent, model="bench-model", enqueue=False, limits=limits)
+            counted = {label: len(seconds) for label, seconds in parts.items()}
             run = run_execute(run.pk)
+            if name == "free":  # the parts are the research agent's: what the free run added is dropped
+                for label, seconds in parts.items():
+                    del seconds[counted.get(label, 0) :]
             if run.steps.count() < args.steps:
                 raise SystemExit(f"the {name} run took {run.steps.count()} steps: {run.status} {run.error}")
             times[name] += step_times(run)
@@ -238,6 +275,10 @@ def main() -> None:
     if times["mlagentbench"]:
         ratio = ms(times["research"]) / ms(times["mlagentbench"])
         print(f"  {'research agent / MLAgentBench (modelled)':<52} {ratio:6.2f}x")
+    if parts:
+        print("The research agent's steps, by part (median per call):")
+        for label, seconds in parts.items():
+            print(f"  {label:<52} median {ms(seconds):6.2f} ms over {len(seconds)}")
 
 
 if __name__ == "__main__":

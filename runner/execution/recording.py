@@ -51,6 +51,8 @@ def step_record(
     shown, whole = _observation_parts(outcome)
     full = store.put_bytes(whole.encode()) if whole is not None else ""
     with transaction.atomic():
+        calls = LLMCall.objects.filter(run=run, step__isnull=True, step_index=index)
+        usage = calls.aggregate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost"))
         step = Step.objects.create(
             run=run,
             index=index,
@@ -66,13 +68,10 @@ def step_record(
             low_level=db_json(outcome.low_level),
             detail=db_json(outcome.detail),
             attempt=run.attempt,
+            tokens_in=usage["tokens_in"] or 0,
+            tokens_out=usage["tokens_out"] or 0,
+            cost=usage["cost"] or 0,
         )
-        calls = LLMCall.objects.filter(run=run, step__isnull=True, step_index=index)
-        usage = calls.aggregate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost"))
-        if usage["tokens_in"] is not None:
-            Step.objects.filter(pk=step.pk).update(
-                tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost=usage["cost"]
-            )
         calls.update(step=step)
         Run.objects.filter(pk=run.pk).update(
             steps_count=F("steps_count") + 1,
