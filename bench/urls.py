@@ -6,10 +6,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from bench.health import healthz
-from leaderboard.api import leaderboard_api
+from leaderboard.api import leaderboard_api, reproduction_api, reproductions_api
 from runner.agents.api import AgentViewSet, SubmissionViewSet
 from runner.api import RunViewSet
-from runner.logs.api import trace_import_api
+from runner.logs.api import batch_inspect_log_api, run_inspect_log_api, trace_import_api
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()
@@ -22,8 +22,12 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/v1/runs/<int:pk>/inspect-log/", run_inspect_log_api, name="api-run-inspect-log"),
+    path("api/v1/batches/<int:pk>/inspect-log/", batch_inspect_log_api, name="api-batch-inspect-log"),
     path("api/v1/", include(router.urls)),
     path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),
+    path("api/v1/reproductions/", reproductions_api, name="api-reproductions"),
+    path("api/v1/reproductions/<int:pk>/", reproduction_api, name="api-reproduction"),
     path("api/v1/traces/", trace_import_api, name="api-traces"),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -17,6 +17,9 @@ def leaderboard_row_export(row: dict) -> dict:
         if key == "tags":
             out["review_tags"] = {tag["kind"]: tag["runs"] for tag in value}
             continue
+        if key == "reproduction":  # the row's latest reproduction, None without one
+            out["reproduction"] = value and {"id": value["id"], "verdict": value["verdict"], "exact": value["exact"]}
+            continue
         if key in ENTRANT or key == "task__slug":
             continue
         if isinstance(value, tuple):
@@ -50,6 +53,9 @@ CSV_COLUMNS = (
     "mean_seconds",
     "mean_steps",
     "review_tags",
+    "reproduction_id",
+    "reproduction_verdict",
+    "reproduction_exact",
     "counting",
 )
 
@@ -66,6 +72,9 @@ def leaderboard_csv(rows: list[dict], *, counting: str = "") -> str:
             low, high = line.pop(f"{name}_interval") or (None, None)
             line[f"{name}_low"], line[f"{name}_high"] = low, high
         line["review_tags"] = " ".join(f"{kind}={runs}" for kind, runs in line.get("review_tags", {}).items())
+        reproduction = line.pop("reproduction", None) or {}
+        for name in ("id", "verdict", "exact"):
+            line[f"reproduction_{name}"] = reproduction.get(name)
         line["counting"] = counting or "platform"
         writer.writerow({k: "" if v is None else v for k, v in line.items()})
     return out.getvalue()
@@ -84,4 +93,65 @@ def leaderboard_json(board: dict, *, query: BoardQuery) -> dict:
         "sort": query.sort or None,
         "rows": [leaderboard_row_export(r) for r in board["rows"]],
         "cells": [leaderboard_row_export(c) | {"task": c["task__slug"]} for c in board["cells"]],
+    }
+
+
+def _figures(side: dict | None) -> dict | None:
+    """One side's figures of a reproduction's comparison, as the leaderboard's rows export them."""
+    if side is None:
+        return None
+    keep = ("runs", "successes", "success_rate", "success_interval", "scored", "mean_improvement")
+    keep += ("improvement_interval", "mean_cost", "mean_seconds")
+    out = {}
+    for key in keep:
+        value = side[key]
+        if isinstance(value, tuple):
+            value = [float(v) for v in value]
+        elif value is not None and key.startswith("mean"):
+            value = float(value)
+        out[key] = value
+    return out
+
+
+def _difference(result: dict | None) -> dict | None:
+    if result is None:
+        return None
+    interval = result["interval"]
+    return {
+        "difference": result["difference"],
+        "interval": list(interval) if interval else None,
+        "fewest_runs": result["fewest_runs"],
+        "tasks": result["tasks"],
+    }
+
+
+def reproduction_export(reproduction, comparison: dict) -> dict:
+    """A reproduction as the API gives it: what it re-ran, what is not the same, and the comparison with its
+    verdict (success rates reproduction minus original, with the 95% interval; docs/reproductions.md)."""
+    return {
+        "id": reproduction.pk,
+        "agent": reproduction.agent.name,
+        "agent_version": reproduction.agent.version,
+        "model": reproduction.model,
+        "run": reproduction.source_run_id,
+        "batch": reproduction.batch_id,
+        "created_at": reproduction.created_at.isoformat(),
+        "exact": reproduction.exact,
+        "differences": reproduction.differences,
+        "spec": reproduction.spec,
+        "state": comparison["state"],
+        "verdict": comparison["verdict"],
+        "original": _figures(comparison["original"]),
+        "reproduction": _figures(comparison["reproduction"]),
+        "difference": _difference(comparison["result"]),
+        "tasks": [
+            {
+                "task": line["task"],
+                "verdict": line["verdict"],
+                "original": _figures(line["original"]),
+                "reproduction": _figures(line["reproduction"]),
+                "difference": _difference(line["result"]),
+            }
+            for line in comparison["tasks"]
+        ],
     }

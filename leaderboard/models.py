@@ -1,6 +1,7 @@
 """The ranking generation: what the leaderboard's cache is keyed by. (Submissions are runner's: a ``Batch`` someone
 asked for, ``runner/agents/submissions.py``; uploaded logs are ``runner/logs/``.)"""
 
+from django.conf import settings
 from django.db import models
 
 
@@ -19,3 +20,34 @@ class RankingGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.token}:{self.number}"
+
+
+class Reproduction(models.Model):
+    """A re-run of a leaderboard row (an agent version and model over its tasks) or of one run, with exactly what
+    the original runs recorded: a batch whose plan (``runner.Batch.plan``) names each task version, the number of
+    runs, the fast and edit models and the limits. What could not be the same any more is named in ``differences``
+    (``exact`` False then); what would have been refused was never written (``leaderboard.services``). The verdict
+    is read from the runs once the batch has ended (``leaderboard.reproductions``; the rule: docs/reproductions.md).
+    Its runs are never ranked: the number it checks stays the number that was published."""
+
+    batch = models.OneToOneField("runner.Batch", on_delete=models.CASCADE, related_name="reproduction")
+    agent = models.ForeignKey("runner.Agent", on_delete=models.CASCADE, related_name="reproductions")
+    model = models.CharField(max_length=200, blank=True, help_text="The row's model.")
+    source_run = models.ForeignKey(
+        "runner.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="Empty: a row."
+    )
+    original_runs = models.ManyToManyField("runner.Run", related_name="+", help_text="The runs it re-runs.")
+    exact = models.BooleanField(default=True)
+    differences = models.JSONField(default=list, blank=True, help_text="What is not as the original recorded.")
+    spec = models.JSONField(default=dict, blank=True, help_text="What the original runs recorded, for its page.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["agent", "model", "created_at"], name="reproduction_row")]
+
+    def __str__(self) -> str:
+        return f"reproduction {self.pk} of {self.agent}{f'/{self.model}' if self.model else ''}"

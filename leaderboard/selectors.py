@@ -233,8 +233,12 @@ def board_computed(viewer: Viewer, options: RankingOptions) -> tuple[list[dict],
     groups = leaderboard_cell_groups(viewer=viewer, options=options)
     rows = _rows_from_groups(groups)
     tags = leaderboard_tag_counts(viewer=viewer, options=options)
+    from .reproductions import latest_reproductions  # it reads this module's sums
+
+    reproductions = latest_reproductions(viewer=viewer) if rows else {}
     for row in rows:
         row["tags"] = tags.get(tuple(row[k] for k in ENTRANT), [])
+        row["reproduction"] = reproductions.get(tuple(row[k] for k in ENTRANT))
     return rows, _cells_from_groups(groups)
 
 

@@ -200,3 +200,36 @@ def paired_difference(tasks: list[tuple[int, int, int, int]], *, resamples: int 
         "difference": estimate, "interval": interval, "fewest_runs": fewest, "tasks": len(tasks),
         "resamples": resamples, "seed": seed,
     }  # fmt: skip
+
+
+HOLDS, DIFFERS, TOO_FEW = "holds", "differs", "too few runs to say"
+#: Fewer counted runs than this on a task, on either side, and there is no spread to tell a difference from noise
+#: (``paired_difference`` gives no interval below 2 runs a side, as the compare page shows).
+REPRODUCTION_RUNS_LEAST = 2
+
+
+def reproduction_verdict(tasks: dict[str, tuple[int, int, int, int]]) -> dict:
+    """Whether a reproduction holds, by the rule docs/reproductions.md states. ``tasks`` holds, per task of the
+    original, (the reproduction's successes, its counted runs, the original's successes, its counted runs).
+
+    Per task, and over all tasks (each task weighing the same), the reproduction's success rate minus the original's
+    with its 95% interval (``paired_difference``, the compare page's). A task is "too few runs to say" when either
+    side has fewer than ``REPRODUCTION_RUNS_LEAST`` counted runs on it, else "differs" when its interval excludes
+    0, else "holds". Overall: too few when any task is (the row's number is over all its tasks), else differs when
+    the overall interval or any task's excludes 0, else holds."""
+    per_task = {}
+    for task, (sa, na, sb, nb) in sorted(tasks.items()):
+        few = min(na, nb) < REPRODUCTION_RUNS_LEAST
+        result = None if min(na, nb) < 1 else paired_difference([(sa, na, sb, nb)])
+        per_task[task] = {"verdict": TOO_FEW if few else _interval_verdict(result), "result": result}
+    if not per_task or any(t["verdict"] == TOO_FEW for t in per_task.values()):
+        usable = [counts for counts in tasks.values() if min(counts[1], counts[3]) >= 1]
+        return {"verdict": TOO_FEW, "result": paired_difference(usable), "tasks": per_task}
+    overall = paired_difference(list(tasks.values()))
+    differs = _interval_verdict(overall) == DIFFERS or any(t["verdict"] == DIFFERS for t in per_task.values())
+    return {"verdict": DIFFERS if differs else HOLDS, "result": overall, "tasks": per_task}
+
+
+def _interval_verdict(result: dict) -> str:
+    low, high = result["interval"]
+    return HOLDS if low <= 0 <= high else DIFFERS

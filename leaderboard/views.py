@@ -2,6 +2,7 @@ from dataclasses import asdict
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
@@ -10,7 +11,9 @@ from django.views.decorators.http import require_POST
 from runner.execution.preparation import prepared_env_listing
 from runner.execution.validation import task_version_revalidate
 from runner.jobs import QueueUnreachable
-from runner.selectors import queue_positions_fill, runs_list, runs_rows
+from runner.selectors import queue_positions_fill, runs_list, runs_rows, runs_visible_to
+from runner.services import RunRequestError
+from runner.throttles import RunRequestThrottle
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 from task_bank.services import task_set_enabled
@@ -26,6 +29,7 @@ from .charts import (
 from .exports import leaderboard_csv, leaderboard_json
 from .links import entrant_key, entrant_parse, runs_href
 from .query import COUNTINGS, BoardQuery, RankingOptions, board_query_parse
+from .reproductions import reproduction_comparison, reproductions_visible, task_noise
 from .selectors import (
     IMPROVEMENT_POINTS_MAX,
     home_page,
@@ -41,6 +45,7 @@ from .selectors import (
     task_versions,
     tasks_list,
 )
+from .services import reproduction_of_row, reproduction_of_run
 
 
 def home_view(request: HttpRequest) -> HttpResponse:
@@ -67,6 +72,7 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "files": prepared_env_listing(version),
         "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
         "rows": task_agent_rows(viewer=request.user, version=version, options=options),
+        "noise": task_noise(viewer=request.user, version=version),
         "include_infrastructure": include_infrastructure,
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),
@@ -197,3 +203,54 @@ def task_enabled_view(request: HttpRequest, slug: str) -> HttpResponse:
     task_set_enabled(task=task, enabled=enabled)
     messages.success(request, f"{task.slug}: {'enabled, it takes new runs' if enabled else 'retired: no new runs'}.")
     return redirect("leaderboard:task_detail", slug=task.slug)
+
+
+#: At most this many reproductions on the list page, newest first.
+REPRODUCTIONS_SHOWN = 100
+
+
+def reproduction_list_view(request: HttpRequest) -> HttpResponse:
+    """Every reproduction the viewer may see, newest first, with its verdict; a form to reproduce a row or a run
+    (staff, or an agent's owner as a submission)."""
+    reproductions = list(reproductions_visible(request.user)[:REPRODUCTIONS_SHOWN])
+    for reproduction in reproductions:
+        reproduction.comparison = reproduction_comparison(reproduction)
+    keys = [entrant_key(r) for r in leaderboard_rows(viewer=request.user)] if request.user.is_authenticated else []
+    return render(request, "leaderboard/reproduction_list.html", {"reproductions": reproductions, "keys": keys})
+
+
+@login_required
+@require_POST
+def reproduction_create_view(request: HttpRequest) -> HttpResponse:
+    """Reproduce a leaderboard row (``row``: agent@version[/model]; ``versions=all`` over every task version's runs,
+    as the leaderboard counts them then) or one run (``run``: its id)."""
+    throttle = RunRequestThrottle()  # a request for runs, counted with the others (BENCH_RUN_REQUEST_RATE)
+    if not throttle.allow_request(request, None):
+        messages.error(request, f"too many requests for runs: try again in {throttle.wait():.0f} s")
+        return redirect("leaderboard:reproductions")
+    try:
+        if request.POST.get("run"):
+            run_id = request.POST["run"]
+            run = runs_visible_to(request.user).filter(pk=int(run_id) if run_id.isdigit() else 0).first()
+            if run is None:
+                raise RunRequestError(f"no run {run_id}")
+            reproduction = reproduction_of_run(by=request.user, run=run)
+        else:
+            key = entrant_parse(request.POST.get("row", ""))
+            options = RankingOptions(current_only=request.POST.get("versions") != "all")
+            reproduction = reproduction_of_row(by=request.user, key=key, options=options)
+    except (RunRequestError, ValueError, QueueUnreachable) as exc:
+        messages.error(request, str(exc))
+        return redirect("leaderboard:reproductions")
+    waiting = reproduction.batch.approval == reproduction.batch.Approval.PENDING
+    messages.success(
+        request, f"Reproduction {reproduction.pk}: " + ("waits for staff's approval." if waiting else "runs queued.")
+    )
+    return redirect("leaderboard:reproduction_detail", pk=reproduction.pk)
+
+
+def reproduction_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """One reproduction: what the original recorded, what is not the same, and the comparison with its verdict."""
+    reproduction = get_object_or_404(reproductions_visible(request.user), pk=pk)
+    context = {"reproduction": reproduction, "comparison": reproduction_comparison(reproduction)}
+    return render(request, "leaderboard/reproduction_detail.html", context)

@@ -186,6 +186,12 @@ class Batch(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     rejection_reason = models.TextField(blank=True)
+    plan = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="A reproduction's runs, exactly: [{task, version, runs, fast_model, edit_model, max_steps, "
+        "max_time_s, max_tokens, max_cost}] (services.batch_plan_create); empty: tasks x repeats.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -308,6 +314,9 @@ class Run(models.Model):
     class Purpose(models.TextChoices):
         BENCHMARK = "benchmark", "Benchmark"
         VALIDATION = "validation", "Task validation"
+        # A re-run of recorded runs' exact settings (``Batch.plan``; ``leaderboard.reproductions``): it checks a
+        # published number and is never counted in it (``TRIAL`` is benchmark runs only).
+        REPRODUCTION = "reproduction", "Reproduction"
 
     class Origin(models.TextChoices):
         # Stored as "executed" and "imported", shown as what they mean to a reader.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
@@ -239,6 +241,53 @@ def batch_create(
     if enqueue:
         runs_enqueue(runs)
     return batch, runs
+
+
+@transaction.atomic
+def batch_plan_create(*, batch: Batch, enqueue: bool = True) -> list[Run]:
+    """The runs of a batch that names them exactly (``Batch.plan``: a reproduction of recorded runs): for each item,
+    ``runs`` runs of its task version with its fast and edit models and limits, of the batch's agent and model,
+    purpose ``Run.Purpose.REPRODUCTION`` (never ranked). Checked as any batch is (the agent may run, the task takes
+    runs, the models are enabled endpoints, at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs); RunRequestError says why
+    not, and no run is written then."""
+    agent = batch.agent
+    if agent.smoke_refusal:
+        raise RunRequestError(agent.smoke_refusal)
+    if refusal := storage_refusal(owner_id=agent.owner_id, adding=1):
+        raise RunRequestError(refusal)
+    total = sum(int(item["runs"]) for item in batch.plan)
+    if not batch.plan or total < 1:
+        raise RunRequestError("the batch's plan names no run")
+    if total > settings.BENCH_MAX_RUNS_PER_REQUEST:
+        raise RunRequestError(
+            f"the plan makes {total} runs; at most {settings.BENCH_MAX_RUNS_PER_REQUEST} runs per request "
+            f"(BENCH_MAX_RUNS_PER_REQUEST)"
+        )
+    versions = TaskVersion.objects.select_related("task").in_bulk([item["version"] for item in batch.plan])
+    runs = []
+    for item in batch.plan:
+        version = versions.get(item["version"])
+        if version is None:
+            raise RunRequestError(f"task version {item['version']} is gone")
+        version = runnable_version(task=version.task, version=version, purpose=Run.Purpose.BENCHMARK)
+        limits = RunLimits(
+            max_steps=item["max_steps"],
+            max_time_s=item["max_time_s"],
+            max_tokens=item["max_tokens"],
+            max_cost=None if item["max_cost"] is None else Decimal(item["max_cost"]),
+        )
+        models = {"fast_model": item["fast_model"], "edit_model": item["edit_model"]}
+        model = run_settings_check(agent=agent, model=batch.model, limits=limits, **models)
+        fields = run_fields(
+            task=version.task, version=version, agent=agent, model=model, purpose=Run.Purpose.REPRODUCTION,
+            limits=limits,
+        )  # fmt: skip
+        sent_at = None if enqueue else timezone.now()
+        runs += [Run(batch=batch, sent_at=sent_at, **models, **fields) for _ in range(int(item["runs"]))]
+    runs = Run.objects.bulk_create(runs)
+    if enqueue:
+        runs_enqueue(runs)
+    return runs
 
 
 def run_cancel(*, run: Run) -> bool:

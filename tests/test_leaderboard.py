@@ -63,7 +63,7 @@ def test_the_cost_chart_has_a_named_point_per_entrant_on_a_cost_axis_from_zero(t
 
 def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, django_assert_max_num_queries):
     make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2)])
-    with django_assert_max_num_queries(6):  # the ranking generation for the table and each figure, 2 figures, tags
+    with django_assert_max_num_queries(7):  # generation (table, each figure), 2 figures, tags, reproductions
         html = client.get(reverse("leaderboard:leaderboard")).content.decode()
     assert "good" in html and "100.0% [34.2–100.0] n=2" in html
     assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html

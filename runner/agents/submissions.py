@@ -16,7 +16,14 @@ from task_bank.models import Task
 
 from ..jobs import QueueUnreachable
 from ..models import Agent, Batch, Run, RunLimits
-from ..services import NO_LIMITS, RunRequestError, batch_create, batch_record, batch_request_check
+from ..services import (
+    NO_LIMITS,
+    RunRequestError,
+    batch_create,
+    batch_plan_create,
+    batch_record,
+    batch_request_check,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +118,8 @@ def submission_approve(*, batch: Batch, by: AbstractBaseUser | None) -> list[Run
     if by is not None and not is_staff(by):
         raise RunRequestError("only staff approve submissions")
     _decide(batch=batch, approval=Batch.Approval.APPROVED, by=by)
+    if batch.plan:  # a reproduction: its runs exactly as recorded
+        return batch_plan_create(batch=batch)
     _, runs = batch_create(
         agent=batch.agent,
         tasks=list(batch.tasks.order_by("slug")),

@@ -1,5 +1,7 @@
-"""``POST /api/v1/traces/``: an MLAgentBench log uploaded as a self-reported run."""
+"""``POST /api/v1/traces/``: an MLAgentBench log uploaded as a self-reported run; ``GET
+/api/v1/runs/{id}/inspect-log/`` and ``/api/v1/batches/{id}/inspect-log/``: runs as an Inspect AI eval log."""
 
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status
 from rest_framework.decorators import api_view, parser_classes, permission_classes, throttle_classes
@@ -9,8 +11,12 @@ from rest_framework.response import Response
 from bench.schema import errors
 
 from ..api import RunSerializer
+from ..models import Run
+from ..selectors import runs_visible_to
 from ..throttles import TraceUploadThrottle
 from .imports import TraceImportError, trace_upload
+from .inspect_export import inspect_log_name
+from .views import inspect_log_response
 
 
 class TraceUploadSerializer(serializers.Serializer):
@@ -58,3 +64,25 @@ def trace_import_api(request):
     except TraceImportError as exc:
         raise serializers.ValidationError({"log": [str(exc)]}) from None
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(responses={(200, "application/json"): dict, **errors(404)})
+@api_view(["GET"])
+def run_inspect_log_api(request, pk: int):
+    """The run as an Inspect AI eval log (the JSON `inspect view` opens and `inspect_ai.log.read_eval_log` reads):
+    one sample, its messages and events the run's steps and model calls, its score the final score with the
+    baseline and improvement in the score's metadata. A run you may not see is a 404."""
+    run = runs_visible_to(request.user).filter(pk=pk).first()
+    if run is None:
+        raise Http404(f"no run {pk}")
+    return inspect_log_response(Run.objects.filter(pk=run.pk), name=inspect_log_name(run=run))
+
+
+@extend_schema(responses={(200, "application/json"): dict, **errors(404)})
+@api_view(["GET"])
+def batch_inspect_log_api(request, pk: int):
+    """The runs of a batch (a submission) you may see as one Inspect AI eval log, one sample per run."""
+    runs = runs_visible_to(request.user).filter(batch_id=pk)
+    if not runs.exists():
+        raise Http404(f"no runs in batch {pk}")
+    return inspect_log_response(runs, name=inspect_log_name(batch=pk), batch=pk)

@@ -42,6 +42,7 @@ from ..selectors import storage_refusal
 from ..text import db_json, db_text
 from ..workspace.snapshots import BlobStore, Manifest
 from .exports import OVERALL_TIME
+from .inspect_read import inspect_log_read
 from .read import (
     ERROR_LIMIT,
     ERROR_OBSERVATIONS,
@@ -329,6 +330,95 @@ def trace_upload(
             ready_only=True,
             default_agent=upload_default_agent(owner),
         )
+
+
+#: Why a run imported from an Inspect log has no score.
+NO_FILES = (
+    "not scored: an Inspect AI log holds no workspace files, and a run is scored here from its final files; submit "
+    "the agent to have its runs executed and scored here"
+)
+
+
+def _reported(log: Log) -> str:
+    """What the log itself said the score was, kept in the reason the run has none (never as its score)."""
+    reported = log.extras.get("final_score")
+    return f" (the log reports a score of {reported:.6g})" if isinstance(reported, int | float) else ""
+
+
+def _inspect_task_version(log: Log, task_slug: str | None) -> TaskVersion:
+    """``_task_version`` for a sample: a task the log names but the bank does not have is looked for by the
+    sample's research problem, and failing that the error names both."""
+    named = log.extras.get("task")
+    if task_slug or not named or Task.objects.filter(slug=str(named)).exists():
+        return _task_version(log, task_slug)
+    log.extras = {**log.extras, "task": None}
+    try:
+        return _task_version(log, None)
+    except TraceImportError:
+        known = ", ".join(Task.objects.order_by("slug").values_list("slug", flat=True)) or "none"
+        raise TraceImportError(
+            f"the log's task {str(named)[:100]!r} is not in the bank and its research problem is not that of exactly "
+            f"one task: name the task (--task SLUG); tasks: {known}"
+        ) from None
+
+
+def inspect_import(
+    *,
+    source: Path,
+    task_slug: str | None = None,
+    agent_name: str | None = None,
+    model: str | None = None,
+    owner: AbstractBaseUser | None = None,
+    only_own_agents: bool = False,
+    ready_only: bool = False,
+    default_agent: str = DEFAULT_AGENT,
+) -> list[Run]:
+    """Import an Inspect AI eval log (``.json``; ``inspect_read``) as self-reported runs, one per sample, as
+    ``trace_import`` imports an MLAgentBench log: the task ``task_slug``, else the one the sample's run record or
+    the log names, else the one whose research problem the sample has; the agent ``agent_name``, else the one the
+    record names, else ``default_agent``; the same checks of who files runs under which agent and of a ready task.
+    An Inspect log holds no workspace files, so the runs are not scored here (``NO_FILES``) and their steps have no
+    snapshots. Every sample is checked before anything is written, and all the runs are written in one
+    transaction: ``TraceImportError`` on a bad log, and nothing written."""
+    source = Path(source)
+    if not source.is_file():
+        raise TraceImportError(f"{source} does not exist or is not a file")
+    header, logs = inspect_log_read(source)
+    planned = []
+    for log_ in logs:
+        version = _inspect_task_version(log_, task_slug)
+        if ready_only and version.status != TaskVersion.Status.READY:
+            raise TraceImportError(
+                f"task {version} is {version.get_status_display().lower()}: logs can be uploaded for a task "
+                "version once it is ready (validated, its baseline measured)"
+            )
+        name, agent_version = _agent_spec(log_, agent_name, default_agent)
+        _agent_check(name, agent_version, owner, only_own=only_own_agents)
+        planned.append((log_, version, (name, agent_version)))
+    prepared = {}
+    for _, version, _ in planned:
+        if version.pk not in prepared:
+            try:
+                prepared[version.pk] = task_version_prepare(version)
+            except TaskPreparationError as exc:
+                raise TraceImportError(f"task {version} could not be prepared: {exc}") from exc
+    if refusal := storage_refusal(owner_id=owner.pk if owner is not None else None, adding=0):
+        raise TraceImportError(f"the log cannot be stored: {refusal}")
+    with transaction.atomic():
+        return [
+            _run_record(
+                log=log_,
+                version=version,
+                agent_spec=agent_spec,
+                model=model if model is not None else str(log_.extras.get("model") or header.get("model") or ""),
+                owner=owner,
+                snapshots=[""] * len(log_.steps),
+                initial=prepared[version.pk].env_manifest_sha,
+                final="",
+                result=EvalResult(None, NO_FILES + _reported(log_), "", 0),
+            )
+            for log_, version, agent_spec in planned
+        ]
 
 
 def _final_answer(step: LoggedStep | None) -> str:

@@ -1,16 +1,20 @@
-"""The log upload page: an MLAgentBench log imported as a self-reported run."""
+"""The log upload page (an MLAgentBench log imported as a self-reported run) and the Inspect AI log downloads."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.db.models import QuerySet
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from task_bank.models import Task, TaskVersion
 
 from ..forms import TraceUploadForm, form_throttled
+from ..models import Run
+from ..selectors import runs_visible_to
 from ..throttles import TraceUploadThrottle
 from .imports import TraceImportError, trace_upload, upload_default_agent
+from .inspect_export import inspect_log_file, inspect_log_filename, inspect_log_name
 
 
 @login_required
@@ -48,3 +52,29 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         status = 400
     return render(request, "runner/trace_upload.html", {"form": form}, status=status)
+
+
+def inspect_log_response(runs: QuerySet[Run], *, name: str, batch: int | None = None) -> FileResponse:
+    """``runs`` as one Inspect AI eval log, downloaded under the name Inspect gives its own logs
+    (``inspect_log_filename``: ``inspect view`` lists no other); the page's and the API's download."""
+    filename = inspect_log_filename(runs=runs, name=name)
+    path = inspect_log_file(runs=runs, name=name, batch=batch)
+    handle = open(path, "rb")  # noqa: SIM115 - closed by the response
+    path.unlink()  # the open handle keeps the file until the response is sent
+    return FileResponse(handle, as_attachment=True, filename=filename, content_type="application/json")
+
+
+def run_inspect_log_view(request: HttpRequest, pk: int) -> FileResponse:
+    """The run as an Inspect AI eval log (``inspect_export``); a run one may not see is a 404 like a missing one."""
+    run = runs_visible_to(request.user).filter(pk=pk).first()
+    if run is None:
+        raise Http404(f"no run {pk}")
+    return inspect_log_response(Run.objects.filter(pk=run.pk), name=inspect_log_name(run=run))
+
+
+def batch_inspect_log_view(request: HttpRequest, pk: int) -> FileResponse:
+    """The runs of a batch one may see, one sample each, as an Inspect AI eval log."""
+    runs = runs_visible_to(request.user).filter(batch_id=pk)
+    if not runs.exists():
+        raise Http404(f"no runs in batch {pk}")
+    return inspect_log_response(runs, name=inspect_log_name(batch=pk), batch=pk)

@@ -2,13 +2,15 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.logs.imports import TraceImportError, trace_import
+from runner.logs.imports import TraceImportError, inspect_import, trace_import
+from runner.logs.inspect_read import is_inspect_log
 
 
 class Command(BaseCommand):
     help = (
         "Import a run made elsewhere from its MLAgentBench log (a folder or zip with env_log/trace.json and "
-        "env_log/traces/step_N_files/) as a self-reported run; its final workspace is scored here."
+        "env_log/traces/step_N_files/) as a self-reported run; its final workspace is scored here. An Inspect AI eval "
+        "log (a .json file) becomes one self-reported run per sample, not scored: it holds no workspace files."
     )
 
     def add_arguments(self, parser) -> None:
@@ -28,6 +30,9 @@ class Command(BaseCommand):
         parser.add_argument("--model", help="the model the run used (default: the one the log names, else none)")
 
     def handle(self, *args, **opts) -> None:
+        if is_inspect_log(Path(opts["path"])):
+            self._inspect(opts)
+            return
         try:
             run = trace_import(
                 source=Path(opts["path"]), task_slug=opts["task"], agent_name=opts["agent"], model=opts["model"]
@@ -41,3 +46,16 @@ class Command(BaseCommand):
             f"run {run.pk}: {run.steps_count} steps of {run.agent} on {run.task.slug} v{run.task_version.number}, "
             f"{run.status}, {score}; self-reported (left out of rankings unless ?origin=all)"
         )
+
+    def _inspect(self, opts: dict) -> None:
+        try:
+            runs = inspect_import(
+                source=Path(opts["path"]), task_slug=opts["task"], agent_name=opts["agent"], model=opts["model"]
+            )
+        except TraceImportError as exc:
+            raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
+        for run in runs:
+            self.stdout.write(
+                f"run {run.pk}: {run.steps_count} steps of {run.agent} on {run.task.slug} v{run.task_version.number}, "
+                f"{run.status}, not scored (an Inspect log holds no workspace files); self-reported"
+            )

@@ -1,0 +1,149 @@
+"""Reads of reproductions: which ones a viewer may see, and each one's comparison with its original, task by task
+and overall, with the verdict (``stats.reproduction_verdict``; the rule: docs/reproductions.md). The database
+counts and sums each side's runs per task (``selectors._sums``, the leaderboard's own sums), so a reproduction's
+figures are the leaderboard's figures of the same runs."""
+
+from __future__ import annotations
+
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+
+from runner.models import Batch, Run
+from runner.selectors import Viewer, agents_visible_filter
+from task_bank.models import TaskVersion
+
+from .models import Reproduction
+from .selectors import _ADDED, _added, _sample_sd, _sums, _with_figures
+from .stats import TOO_FEW, reproduction_verdict
+
+
+def reproductions_visible(viewer: Viewer) -> QuerySet[Reproduction]:
+    """The reproductions of the agents ``viewer`` may see (the runs' access rule), newest first."""
+    return (
+        Reproduction.objects.filter(agents_visible_filter(viewer, through="agent__"))
+        .select_related("agent", "batch__agent", "source_run")
+        .order_by("-created_at", "-pk")
+    )
+
+
+def _side(runs: QuerySet[Run]) -> dict[str, dict]:
+    """Per task slug, the sums and figures of ``runs`` that rankings would count (``Run.COUNTED``)."""
+    groups = runs.values("task__slug").annotate(**_sums(counted=Run.COUNTED, scores=Q())).order_by("task__slug")
+    return {g["task__slug"]: g for g in groups}
+
+
+def _total(groups: list[dict]) -> dict | None:
+    if not groups:
+        return None
+    total: dict = {}
+    for group in groups:
+        for name in _ADDED:
+            total[name] = _added(total.get(name), group[name])
+    return _with_figures(total)
+
+
+def reproduction_comparison(reproduction: Reproduction) -> dict:
+    """The original and the reproduction side by side: per task of either (``tasks``: each side's figures, the
+    difference of success rates, reproduction minus original, with its interval and the task's verdict) and over
+    all tasks (``original``, ``reproduction``, ``result``), the ``verdict`` once every run of the batch has ended
+    (before: where the batch is, in words) and ``state``, the batch's."""
+    batch = reproduction.batch
+    original = _side(Run.objects.filter(pk__in=reproduction.original_runs.values("pk")))
+    again = _side(batch.runs.all())
+    counts = {
+        slug: (again[slug]["successes"] if slug in again else 0, again[slug]["runs"] if slug in again else 0,
+               group["successes"], group["runs"])
+        for slug, group in original.items()
+    }  # fmt: skip
+    judged = reproduction_verdict(counts)
+    tasks = []
+    for slug in sorted(set(original) | set(again)):
+        per_task = judged["tasks"].get(slug, {"verdict": TOO_FEW, "result": None})
+        tasks.append(
+            {
+                "task": slug,
+                "original": _with_figures(original[slug]) if slug in original else None,
+                "reproduction": _with_figures(again[slug]) if slug in again else None,
+                "verdict": per_task["verdict"],
+                "result": per_task["result"],
+            }
+        )
+    state = batch.state
+    ended = state == Batch.State.DONE
+    return {
+        "tasks": tasks,
+        "original": _total(list(original.values())),
+        "reproduction": _total(list(again.values())),
+        "result": judged["result"],
+        "state": state,
+        "state_label": Batch.State(state).label,
+        "ended": ended,
+        "verdict": judged["verdict"] if ended else Batch.State(state).label.lower(),
+    }
+
+
+def reproduction_verdict_of(reproduction: Reproduction) -> str:
+    """The reproduction's verdict in words ("holds", "differs", "too few runs to say"), or where it is."""
+    return reproduction_comparison(reproduction)["verdict"]
+
+
+def latest_reproductions(*, viewer: Viewer) -> dict[tuple, dict]:
+    """Per leaderboard row (agent name, version, model), its newest reproduction of the row (not of one of its runs)
+    that ``viewer`` may see:
+    {"id", "verdict", "exact"}. One query, then the comparison of each (a few queries each)."""
+    newest = (
+        Reproduction.objects.filter(agents_visible_filter(viewer, through="agent__"), source_run__isnull=True)
+        .values("agent", "model")
+        .annotate(last=Max("pk"))
+        .values_list("last", flat=True)
+    )
+    latest = {}
+    for reproduction in reproductions_visible(viewer).filter(pk__in=newest):
+        key = (reproduction.agent.name, reproduction.agent.version, reproduction.model)
+        latest[key] = {
+            "id": reproduction.pk,
+            "verdict": reproduction_verdict_of(reproduction),
+            "exact": reproduction.exact,
+        }
+    return latest
+
+
+#: The built-in agent that runs the starter code unchanged: its reproductions measure a task's own noise.
+BASELINE_AGENT = "baseline"
+#: How many of the baseline's newest reproductions of a task the task page looks through for one that has ended.
+NOISE_LOOKS = 5
+
+
+def task_noise(*, viewer: Viewer, version: TaskVersion) -> dict | None:
+    """A task version's run-to-run spread, from the newest ended reproduction of the baseline agent on it: over
+    the counted runs of both sides there, the sample standard deviation of the improvement, its range and count,
+    the reproduction's verdict on the task, and whether the spread reaches the success threshold (``noisy``: twice
+    the standard deviation at or above it, so the unchanged starter code could pass the threshold by chance; the
+    rule: docs/reproductions.md). None without one."""
+    touching = Q(batch__runs__task_version=version) | Q(original_runs__task_version=version)
+    candidates = reproductions_visible(viewer).filter(touching, agent__name=BASELINE_AGENT).distinct()
+    for reproduction in candidates[:NOISE_LOOKS]:
+        comparison = reproduction_comparison(reproduction)
+        if not comparison["ended"]:
+            continue
+        sides = Q(pk__in=reproduction.original_runs.values("pk")) | Q(batch=reproduction.batch)
+        runs = Run.objects.filter(sides, Run.COUNTED, task_version=version, improvement__isnull=False)
+        sums = runs.aggregate(
+            n=Count("pk"),
+            total=Sum("improvement"),
+            squares=Sum(F("improvement") * F("improvement")),
+            low=Min("improvement"),
+            high=Max("improvement"),
+        )
+        sd = _sample_sd(sums["squares"], sums["n"], sums["total"])
+        task = next((t for t in comparison["tasks"] if t["task"] == version.task.slug), None)
+        return {
+            "reproduction": reproduction,
+            "runs": sums["n"],
+            "sd": sd,
+            "low": sums["low"],
+            "high": sums["high"],
+            "verdict": task["verdict"] if task else TOO_FEW,
+            "threshold": version.success_threshold,
+            "noisy": sd is not None and 2 * sd >= version.success_threshold,
+        }
+    return None

@@ -1,0 +1,259 @@
+"""An Inspect AI eval log read and checked (``inspect_log_read``), before anything is written: one ``read.Log`` per
+sample, as an MLAgentBench log is read, so that ``imports.inspect_import`` records each as ``trace_import`` records
+one. The checks and limits are the MLAgentBench log's (``read.py``): the file's size
+(``BENCH_TRACE_JSON_MAX_BYTES``), how deep it nests, the steps of a sample (``MAX_STEPS``), every number in the
+range its field holds, and the samples of one log at most ``BENCH_MAX_RUNS_PER_REQUEST``, the runs one request may
+make. Whatever is wrong is one ``TraceImportError`` naming it.
+
+A sample's steps are its tool events, in order (``inspect_export`` writes a step as one): the action is the tool's
+name, its input the arguments, its observation the result, and the step ends when the tool completed. The model
+events before a step are the calls made for it: their tokens and cost are the step's. A sample this platform
+exported carries its run record in ``metadata["mlab_bench"]`` (``exports.run_log_extras``): the run's status, agent,
+model, usage and each step's timing as they were recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+
+from .exports import EXTRAS_FORMAT
+from .inspect_export import METADATA_KEY
+from .read import (
+    LATEST_TIMESTAMP,
+    MAX_STEPS,
+    USAGE_BOUNDS,
+    Log,
+    LoggedStep,
+    TraceImportError,
+    _bounded,
+    _extras_check,
+    _json_parse,
+    log_number,
+)
+
+EXPECTED_INSPECT = "an Inspect AI eval log in JSON (what inspect_ai.log.write_eval_log writes to a .json name)"
+#: Inspect's other log format, a zip: named to say how to convert it.
+EVAL_SUFFIX = ".eval"
+
+
+def is_inspect_log(path: Path) -> bool:
+    """Whether ``path`` is meant as an Inspect log (a ``.json`` or ``.eval`` file), not an MLAgentBench one."""
+    return path.is_file() and path.suffix.lower() in (".json", EVAL_SUFFIX)
+
+
+def _when(value: object, where: str) -> float | None:
+    """An Inspect timestamp (ISO 8601 with its zone) as seconds since the epoch; None when there is none."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise TraceImportError(f"{where} is {str(value)[:40]!r}; expected a date and time (ISO 8601)") from None
+    if moment.tzinfo is None:
+        raise TraceImportError(f"{where} is {str(value)[:40]!r}; expected a date and time with its zone")
+    return _bounded(moment.timestamp(), where, high=LATEST_TIMESTAMP)
+
+
+def _text(content: object) -> str:
+    """A tool result or message content as text: a string, a number, or the text of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def _object(value: object, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise TraceImportError(f"{where} is not an object; expected {EXPECTED_INSPECT}")
+    return value
+
+
+def _replies(sample: dict) -> dict[str, str]:
+    """What the agent said when it called each tool: its assistant message's text, by the tool call's id."""
+    replies = {}
+    for message in sample.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    replies[call["id"]] = _text(message.get("content"))
+    return replies
+
+
+def _usage_of(event: dict, where: str) -> dict:
+    """A model event's tokens and cost (its output's usage)."""
+    output = event.get("output") if isinstance(event.get("output"), dict) else {}
+    usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
+    return {
+        "tokens_in": _bounded(usage.get("input_tokens"), f"{where}'s input_tokens", high=USAGE_BOUNDS["tokens_in"])
+        or 0,
+        "tokens_out": _bounded(usage.get("output_tokens"), f"{where}'s output_tokens", high=USAGE_BOUNDS["tokens_out"])
+        or 0,
+        "cost": _bounded(usage.get("total_cost"), f"{where}'s total_cost", high=USAGE_BOUNDS["cost"]) or 0,
+    }
+
+
+def _step(event: dict, where: str, replies: dict[str, str]) -> tuple[LoggedStep, float]:
+    """A tool event as a step, and when it started."""
+    name = event.get("function")
+    if not isinstance(name, str) or not name:
+        raise TraceImportError(f"{where} has no function name; expected a tool event (function, arguments, result)")
+    metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
+    began = _when(event.get("timestamp"), f"{where}'s timestamp")
+    if began is None:
+        raise TraceImportError(f"{where} has no timestamp")
+    ended = _when(event.get("completed"), f"{where}'s completed")
+    if ended is None:
+        working = _bounded(event.get("working_time"), f"{where}'s working_time", high=USAGE_BOUNDS["wall_seconds"])
+        ended = min(began + (working or 0), LATEST_TIMESTAMP)
+    args = metadata["action_input"] if "action_input" in metadata else event.get("arguments", {})
+    entries = metadata.get("entries")
+    if not isinstance(entries, dict):
+        reply = replies.get(str(event.get("id")), "")
+        entries = {"Response": reply} if reply else {}
+    low_level = metadata.get("low_level") if isinstance(metadata.get("low_level"), list) else []
+    step = LoggedStep(
+        action=name[:100],
+        args=args,
+        observation=_text(event.get("result")),
+        timestamp=max(ended, began),
+        entries={str(k)[:100]: str(v) for k, v in entries.items()},
+        low_level=[low for low in low_level if isinstance(low, dict)],
+    )
+    return step, began
+
+
+def _ending(sample: dict) -> dict:
+    """How a sample from elsewhere ended, as a run's status: an error is a failure that is not the agent's to
+    answer for (MLAgentBench's error.txt is read the same way), a limit a failure at a limit (the time limit: timed
+    out), else finished."""
+    if sample.get("error"):
+        error = sample["error"] if isinstance(sample["error"], dict) else {}
+        return {"status": "failed", "failure_kind": "infrastructure", "error": str(error.get("message") or "error")}
+    if isinstance(sample.get("limit"), dict):
+        limit = sample["limit"]
+        kind = str(limit.get("type"))
+        status = "timed_out" if kind in ("time", "working") else "failed"
+        return {"status": status, "failure_kind": "limit", "error": f"the sample reached its {kind} limit"}
+    return {"status": "finished", "failure_kind": "", "error": ""}
+
+
+def _sample_log(sample: dict, where: str, header: dict) -> Log:
+    events = sample.get("events") or []
+    if not isinstance(events, list):
+        raise TraceImportError(f"{where}'s events is not a list")
+    replies = _replies(sample)
+    steps, timing, pending = [], [], {"tokens_in": 0, "tokens_out": 0, "cost": 0.0}
+    for n, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise TraceImportError(f"{where}: event {n} is not an object")
+        if event.get("event") == "model":
+            for key, value in _usage_of(event, f"{where}: event {n}").items():
+                pending[key] += value
+        elif event.get("event") == "tool":
+            if len(steps) == MAX_STEPS:
+                raise TraceImportError(
+                    f"{where} has more than {MAX_STEPS} tool events; at most {MAX_STEPS} are imported"
+                )
+            step, began = _step(event, f"{where}: event {n} (a tool event)", replies)
+            if steps and step.timestamp < steps[-1].timestamp:
+                raise TraceImportError(f"{where}: event {n} completed before the tool event before it: out of order")
+            steps.append(step)
+            timing.append({"index": len(timing), "started_at": began, "duration_s": step.timestamp - began, **pending})
+            pending = {"tokens_in": 0, "tokens_out": 0, "cost": 0.0}
+    metadata = sample.get("metadata") if isinstance(sample.get("metadata"), dict) else {}
+    record = metadata.get(METADATA_KEY)
+    if isinstance(record, dict) and record.get("format") == EXTRAS_FORMAT:
+        _extras_check(record)  # a run this platform exported: its record as it was
+        extras = record
+    else:
+        extras = {
+            "format": EXTRAS_FORMAT,
+            "task": header.get("task"),
+            "model": header.get("model"),
+            "steps": timing,
+            "usage": _sample_usage(sample, where),
+            "final_score": _reported_score(sample),
+            **_ending(sample),
+        }
+    total = sample.get("working_time", sample.get("total_time"))
+    wall = _bounded(total, f"{where}'s working_time", high=USAGE_BOUNDS["wall_seconds"])
+    if extras is record and not sample.get("completed_at"):
+        wall = None  # a run exported before it ended: it did not end, as a log without overall_time.txt
+    return Log(
+        env_log=Path(),
+        steps=steps,
+        task_description=_text(sample.get("input")),
+        step_dirs={},
+        final_dir=None,
+        overall_time=wall,
+        error=None,
+        extras=extras,
+    )
+
+
+def _reported_score(sample: dict) -> float | None:
+    """The first number the sample's scorers gave (what the log reports; the run is never ranked by it)."""
+    scores = sample.get("scores") if isinstance(sample.get("scores"), dict) else {}
+    for score in scores.values():
+        if isinstance(score, dict) and (value := log_number(score.get("value"))) is not None:
+            return value
+    return None
+
+
+def _sample_usage(sample: dict, where: str) -> dict:
+    """A sample's tokens and cost over all its models, and its time."""
+    usage = {"tokens_in": 0.0, "tokens_out": 0.0, "cost": 0.0}
+    models = sample.get("model_usage") if isinstance(sample.get("model_usage"), dict) else {}
+    for name, used in models.items():
+        if not isinstance(used, dict):
+            raise TraceImportError(f"{where}'s model_usage[{str(name)[:40]!r}] is not an object")
+        for key, field in (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cost", "total_cost")):
+            usage[key] += _bounded(used.get(field), f"{where}'s {field}", high=USAGE_BOUNDS[key]) or 0
+    for key, high in USAGE_BOUNDS.items():
+        if key in usage and usage[key] > high:
+            raise TraceImportError(f"{where}'s {key} adds up to {usage[key]:g}; at most {high:g}")
+    usage["wall_seconds"] = log_number(sample.get("working_time"))
+    return usage
+
+
+def inspect_log_read(path: Path) -> tuple[dict, list[Log]]:
+    """Read and check an Inspect log file: its eval header and one ``Log`` per sample (``TraceImportError`` on
+    anything wrong)."""
+    if path.suffix.lower() == EVAL_SUFFIX:
+        raise TraceImportError(
+            f"{path.name} is an Inspect log in its .eval (zip) format; expected {EXPECTED_INSPECT}: convert it "
+            "with `inspect log convert --to json`"
+        )
+    size = path.stat().st_size
+    if size > settings.BENCH_TRACE_JSON_MAX_BYTES:
+        raise TraceImportError(
+            f"the log is {size} bytes; at most {settings.BENCH_TRACE_JSON_MAX_BYTES} bytes are read "
+            "(BENCH_TRACE_JSON_MAX_BYTES)"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TraceImportError(f"the log is not UTF-8 text; expected {EXPECTED_INSPECT}") from None
+    data = _json_parse(text, path.name)
+    if not isinstance(data, dict) or not isinstance(data.get("eval"), dict) or "version" not in data:
+        raise TraceImportError(
+            f"{path.name} is not an Inspect AI eval log (no version and eval); expected {EXPECTED_INSPECT}"
+        )
+    header = data["eval"]
+    samples = data.get("samples")
+    if not isinstance(samples, list) or not samples:
+        raise TraceImportError(
+            f"{path.name} holds no samples; expected at least one (a log written with log_samples on)"
+        )
+    most = settings.BENCH_MAX_RUNS_PER_REQUEST
+    if len(samples) > most:
+        raise TraceImportError(
+            f"{path.name} holds {len(samples)} samples; at most {most} are imported at once "
+            "(BENCH_MAX_RUNS_PER_REQUEST)"
+        )
+    logs = [_sample_log(_object(s, f"sample {i}"), f"sample {i}", header) for i, s in enumerate(samples)]
+    return header, logs
