@@ -22,11 +22,7 @@ def leaderboard_row_export(row: dict) -> dict:
             continue
         if key in ENTRANT or key == "task__slug":
             continue
-        if isinstance(value, tuple):
-            value = [float(v) for v in value]
-        elif value is not None and key.startswith("mean"):
-            value = float(value)
-        out[key] = value
+        out[key] = _json_figure(key, value)
     return out
 
 
@@ -96,6 +92,15 @@ def leaderboard_json(board: dict, *, query: BoardQuery) -> dict:
     }
 
 
+def _json_figure(key: str, value: object) -> object:
+    """A figure as JSON holds it: an interval as a list of floats, a mean (a Decimal from the database) a float."""
+    if isinstance(value, tuple):
+        return [float(v) for v in value]
+    if value is not None and key.startswith("mean"):
+        return float(value)
+    return value
+
+
 def _figures(side: dict | None) -> dict | None:
     """One side's figures of a reproduction's comparison, as the leaderboard's rows export them."""
     if side is None:
@@ -105,11 +110,7 @@ def _figures(side: dict | None) -> dict | None:
     out = {}
     for key in keep:
         value = side[key]
-        if isinstance(value, tuple):
-            value = [float(v) for v in value]
-        elif value is not None and key.startswith("mean"):
-            value = float(value)
-        out[key] = value
+        out[key] = _json_figure(key, value)
     return out
 
 

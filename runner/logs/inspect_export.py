@@ -54,8 +54,9 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
-def _text(content: object) -> str:
-    """A chat message's content as text: a string, or the text of a list of parts (OpenAI's or Inspect's)."""
+def message_text(content: object) -> str:
+    """A chat message's or tool result's content as text: a string, the text of a list of parts (OpenAI's or
+    Inspect's), else its ``str`` (a number); written here, read back by ``inspect_read``."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -66,9 +67,9 @@ def _text(content: object) -> str:
 def _chat_message(message: object) -> dict:
     """One message of a model call's prompt (OpenAI's shape) as Inspect's chat message."""
     if not isinstance(message, dict):
-        return {"role": "user", "content": _text(message)}
+        return {"role": "user", "content": message_text(message)}
     role = message.get("role")
-    content = _text(message.get("content"))
+    content = message_text(message.get("content"))
     if role == "tool":
         return {"role": "tool", "content": content, "tool_call_id": str(message.get("tool_call_id") or "")}
     return {"role": role if role in ("system", "user", "assistant") else "user", "content": content}

@@ -20,7 +20,7 @@ from pathlib import Path
 from django.conf import settings
 
 from .exports import EXTRAS_FORMAT
-from .inspect_export import METADATA_KEY
+from .inspect_export import METADATA_KEY, message_text
 from .read import (
     LATEST_TIMESTAMP,
     MAX_STEPS,
@@ -57,15 +57,6 @@ def _when(value: object, where: str) -> float | None:
     return _bounded(moment.timestamp(), where, high=LATEST_TIMESTAMP)
 
 
-def _text(content: object) -> str:
-    """A tool result or message content as text: a string, a number, or the text of a list of content parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return "" if content is None else str(content)
-
-
 def _object(value: object, where: str) -> dict:
     if not isinstance(value, dict):
         raise TraceImportError(f"{where} is not an object; expected {EXPECTED_INSPECT}")
@@ -79,7 +70,7 @@ def _replies(sample: dict) -> dict[str, str]:
         if isinstance(message, dict) and message.get("role") == "assistant":
             for call in message.get("tool_calls") or []:
                 if isinstance(call, dict) and isinstance(call.get("id"), str):
-                    replies[call["id"]] = _text(message.get("content"))
+                    replies[call["id"]] = message_text(message.get("content"))
     return replies
 
 
@@ -118,7 +109,7 @@ def _step(event: dict, where: str, replies: dict[str, str]) -> tuple[LoggedStep,
     step = LoggedStep(
         action=name[:100],
         args=args,
-        observation=_text(event.get("result")),
+        observation=message_text(event.get("result")),
         timestamp=max(ended, began),
         entries={str(k)[:100]: str(v) for k, v in entries.items()},
         low_level=[low for low in low_level if isinstance(low, dict)],
@@ -186,7 +177,7 @@ def _sample_log(sample: dict, where: str, header: dict) -> Log:
     return Log(
         env_log=Path(),
         steps=steps,
-        task_description=_text(sample.get("input")),
+        task_description=message_text(sample.get("input")),
         step_dirs={},
         final_dir=None,
         overall_time=wall,
