@@ -1,4 +1,4 @@
-"""One model call through the gateway as a run makes it (lease, call, record, budget), the endpoint a loopback server
+"""One model call through the gateway as a run makes it (slot, call, record, budget), the endpoint a loopback server
 speaking the OpenAI protocol that answers at once: with the client the process keeps for the endpoint (as the
 gateway does) and with a client built for each call (as it did), interleaved. What is left is the platform's own
 cost of a call. A throwaway SQLite database under a temporary folder; ``--database-url`` measures another (it is
@@ -90,13 +90,14 @@ def main() -> None:
     )
     messages = [{"role": "user", "content": "Say ok."}]
     kept, fresh = [], []
-    gateway.complete(run=run, messages=messages)  # the first call builds the kept client and opens its connection
-    for _ in range(args.repeats):
+    ledger = gateway.CallLedger(run.pk)  # as a run's session keeps it
+    gateway.complete(run=run, messages=messages, ledger=ledger)  # builds the kept client, opens its connection
+    for step in range(1, args.repeats + 1):  # a step each, as an agent's calls come: within a step's call limit
         for times, new_client in ((kept, False), (fresh, True)):
             if new_client:
                 gateway._clients.clear()  # as before: a client (its TLS context, its connections) for each call
             started = time.perf_counter()
-            gateway.complete(run=run, messages=messages, options={"max_tokens": 8})
+            gateway.complete(run=run, messages=messages, options={"max_tokens": 8}, step_index=step, ledger=ledger)
             times.append(time.perf_counter() - started)
     server.shutdown()
     print(f"a model call through the gateway, recorded on a run, {args.repeats} times each, interleaved:")

@@ -752,7 +752,8 @@ class ModelEndpoint(models.Model):
 
 
 class LLMLease(models.Model):
-    """A slot of an endpoint's concurrency taken by one call in flight (across all workers)."""
+    """A slot of an endpoint's concurrency taken by one call in flight (across all workers), on a database without
+    advisory locks (SQLite): on PostgreSQL a slot is a lock (``runner.llm.gateway._slot_take``)."""
 
     endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="leases")
     run = models.ForeignKey(Run, null=True, on_delete=models.CASCADE)

@@ -23,9 +23,10 @@ from decimal import Decimal
 
 import openai
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Count, F, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Coalesce, Greatest
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Count, F, Q, Sum
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ..models import LLMCall, LLMLease, ModelEndpoint, Run
@@ -462,9 +463,9 @@ def complete(
     call = _Call(run=run, messages=messages, step_index=step_index, purpose=purpose, ledger=ledger)
     call.begin(model_name, asked, tick=tick)
     endpoint, options = call.endpoint, call.options
-    client = client_for(endpoint, timeout=call.timeout_s)
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
     try:
+        client = client_for(endpoint, timeout=call.timeout_s)  # a missing API key gives the slot back too
         for attempt in range(attempts):
             try:
                 response, text = _call_ticking(client, endpoint, messages, options, tick)
@@ -518,14 +519,104 @@ def _sleep(seconds: float, tick: Callable[[], None] | None) -> None:
         time.sleep(min(0.25, max(deadline - time.monotonic(), 0)))
 
 
-def commit_unflushed() -> None:
-    """Inside a transaction: its commit does not wait for PostgreSQL to flush it to disk (``synchronous_commit``
-    off for this transaction alone; a flush costs from one to several milliseconds on a busy disk). What it wrote is
-    never half there, and the next commit that waits (a step's record) flushes it too; a crash of the database
-    server before any flush (the WAL writer flushes every wal_writer_delay, 200 ms by default) loses it whole."""
+#: On PostgreSQL an endpoint's slots are session advisory locks, key ``SLOT_LOCKS << 48 | endpoint id << 16 | slot``:
+#: taking one is a single statement that writes nothing, and the server gives back the slots of a connection that
+#: ends (a worker that died) at once. Elsewhere (SQLite, for development) a slot is an ``LLMLease`` row, taken back
+#: when it expires.
+SLOT_LOCKS = 0x4C4C
+MAX_SLOTS = 1 << 16
+
+
+def _slot_key(endpoint_id: int, slot: int) -> int:
+    return SLOT_LOCKS << 48 | endpoint_id << 16 | slot
+
+
+def _slot_take(model: str, asked: dict) -> ModelEndpoint:
+    """The enabled endpoint named ``model`` with a free slot of it taken (``endpoint.slot``), or with ``slot`` None
+    when all its slots are in use. Raises ``no_endpoint``'s error when there is no such endpoint."""
     if connection.vendor == "postgresql":
+        slot = RawSQL(
+            "SELECT s FROM generate_series(0, LEAST(runner_modelendpoint.max_concurrency, %s) - 1) AS s WHERE "
+            "pg_try_advisory_lock((%s::bigint << 48) | (runner_modelendpoint.id::bigint << 16) | s) LIMIT 1",
+            (MAX_SLOTS, SLOT_LOCKS),
+        )  # a lazy scan under LIMIT: the first free slot is locked and no other (PostgreSQL's << and | have one
+        # precedence, hence the parentheses)
+        endpoint = ModelEndpoint.objects.filter(name=model, is_enabled=True).annotate(slot=slot).first()
+        if endpoint is None:
+            raise no_endpoint(model)
+        return endpoint
+    with transaction.atomic():
+        endpoint = ModelEndpoint.objects.select_for_update().filter(name=model, is_enabled=True).first()
+        if endpoint is None:
+            raise no_endpoint(model)
+        now = timezone.now()
+        LLMLease.objects.filter(endpoint_id=endpoint.pk, expires_at__lt=now).delete()  # of calls whose worker died
+        endpoint.slot = None
+        if LLMLease.objects.filter(endpoint_id=endpoint.pk).count() < endpoint.max_concurrency:
+            max_tokens = int((endpoint.completion_defaults() | asked)["max_tokens"])
+            hold = call_timeout(endpoint, max_tokens) * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60
+            endpoint.slot = LLMLease.objects.create(endpoint=endpoint, expires_at=now + timedelta(seconds=hold)).pk
+        return endpoint
+
+
+def _slot_give(endpoint: ModelEndpoint, slot: int) -> None:
+    """Give back a slot ``_slot_take`` took. A connection lost since gave its slots back as it ended."""
+    if connection.vendor != "postgresql":
+        LLMLease.objects.filter(pk=slot).delete()
+        return
+    try:
         with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [_slot_key(endpoint.pk, slot)])
+    except DatabaseError:
+        log.warning(
+            "endpoint %s: slot %s not given back (the connection is gone, and its locks with it)",
+            endpoint.name,
+            slot,
+            exc_info=True,
+        )
+
+
+#: A call's record on PostgreSQL: its row and what it adds to its run's counts (its reservation given back), in one
+#: statement (through the ORM, a transaction of four took twice the time). Its commit does not wait for PostgreSQL to
+#: flush it to disk (synchronous_commit off for this transaction alone: set_config's true), which costs from one to
+#: several milliseconds on a busy disk: what it wrote is never half there, the next commit that waits (the step's
+#: record) flushes it too, and a crash of the database server before any flush (the WAL writer's, every 200 ms by
+#: default) loses it whole.
+CALL_RECORD_SQL = """
+WITH call AS (
+    INSERT INTO runner_llmcall (run_id, step_index, purpose, endpoint, model, messages, completion, tokens_in,
+        tokens_out, cost, latency_s, error, recorded_bytes, created_at)
+    VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
+), spent AS (
+    UPDATE runner_run SET tokens_in = tokens_in + %s, tokens_out = tokens_out + %s, cost = cost + %s,
+        tokens_reserved = GREATEST(tokens_reserved - %s, 0), cost_reserved = GREATEST(cost_reserved - %s, 0)
+    WHERE id = %s
+)
+SELECT id, set_config('synchronous_commit', 'off', true) FROM call
+"""
+
+
+def _call_record(call: LLMCall, reservation: Reservation | None) -> None:
+    """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run and give ``reservation`` back,
+    at once: what one writes the other does too."""
+    if connection.vendor != "postgresql":
+        with transaction.atomic():
+            call.save(force_insert=True)
+            Run.objects.filter(pk=call.run_id).update(
+                tokens_in=F("tokens_in") + call.tokens_in,
+                tokens_out=F("tokens_out") + call.tokens_out,
+                cost=F("cost") + call.cost,
+                **_settled(reservation),
+            )
+        return
+    held = reservation or Reservation(0, Decimal(0))
+    row = [call.run_id, call.step_index, call.purpose, call.endpoint, call.model, json.dumps(call.messages)]
+    row += [call.completion, call.tokens_in, call.tokens_out, call.cost, call.latency_s, call.error]
+    row += [call.recorded_bytes, call.created_at, call.tokens_in, call.tokens_out, call.cost, held.tokens, held.cost]
+    with connection.cursor() as cursor:
+        cursor.execute(CALL_RECORD_SQL, [*row, call.run_id])
+        call.pk = cursor.fetchone()[0]
+    call._state.adding, call._state.db = False, connection.alias
 
 
 @dataclass
@@ -543,91 +634,68 @@ class _Call:
     endpoint: ModelEndpoint | None = None
     options: dict = field(default_factory=dict)  # the endpoint's defaults with the caller's options over them
     timeout_s: float = 0.0
-    lease_id: int | None = None  # the endpoint slot this call holds
+    slot: int | None = None  # the endpoint slot this call holds (``_slot_take``)
     reservation: Reservation | None = None  # what it holds of the run's budgets
 
     def begin(self, model: str, asked: dict, *, tick: Callable[[], None] | None) -> None:
         """Wait for a free slot of the enabled endpoint named ``model`` (its max_concurrency, shared by all workers
         through the database), then take it and reserve the call's worst case against the run's budgets
-        (``budget_reserve``; a run without a budget reserves nothing) in the same transaction: a call refused by
-        its budget takes no slot. The endpoint is read in that transaction, locked, with its slots' count: a
-        change to it (disabled, another address, other defaults) holds from the next call on."""
-        leases = LLMLease.objects.filter(endpoint_id=OuterRef("pk")).order_by().values("endpoint_id")
-        held = Coalesce(Subquery(leases.annotate(n=Count("pk")).values("n")), 0)
-        locked = ModelEndpoint.objects.select_for_update().filter(name=model, is_enabled=True).annotate(held=held)
+        (``budget_reserve``; a run without a budget reserves nothing): a call refused by its budget gives its slot
+        back. The endpoint is read with the slot: a change to it (disabled, another address, other defaults) holds
+        from the next call on."""
         while True:
-            with transaction.atomic():
-                commit_unflushed()
-                endpoint = locked.first()
-                if endpoint is None:
-                    raise no_endpoint(model)
-                now = timezone.now()
-                if endpoint.held >= endpoint.max_concurrency:  # the slots of calls whose worker died are taken back
-                    expired = LLMLease.objects.filter(endpoint_id=endpoint.pk, expires_at__lt=now)
-                    endpoint.held -= expired.delete()[0]
-                if endpoint.held < endpoint.max_concurrency:
-                    self.endpoint, self.options = endpoint, endpoint.completion_defaults() | asked
-                    max_tokens = int(self.options["max_tokens"])
-                    self.timeout_s = call_timeout(endpoint, max_tokens)
-                    run = self.run
-                    if run is not None and (run.max_tokens is not None or run.max_cost is not None):
-                        self.reservation = budget_reserve(run, endpoint, self.messages, max_tokens)
-                    hold = timedelta(seconds=self.timeout_s * (settings.BENCH_LLM_MAX_RETRIES + 1) + 60)
-                    self.lease_id = LLMLease.objects.create(endpoint_id=endpoint.pk, run=run, expires_at=now + hold).pk
-                    return
+            endpoint = _slot_take(model, asked)
+            if endpoint.slot is not None:
+                break
             if tick is not None:
                 tick()
             time.sleep(0.2)
+        self.endpoint, self.slot = endpoint, endpoint.slot
+        self.options = endpoint.completion_defaults() | asked
+        max_tokens = int(self.options["max_tokens"])
+        self.timeout_s = call_timeout(endpoint, max_tokens)
+        run = self.run
+        if run is not None and (run.max_tokens is not None or run.max_cost is not None):
+            try:
+                self.reservation = budget_reserve(run, endpoint, self.messages, max_tokens)
+            except LLMBudgetError:
+                self.release()
+                raise
 
     def release(self) -> None:
-        """Give back the slot and the reservation of a call that was not recorded (a tick ended the wait)."""
-        if self.lease_id is None and self.reservation is None:
-            return
-        with transaction.atomic():
-            self._release()
-
-    def _release(self) -> None:
-        if self.lease_id is not None:
-            LLMLease.objects.filter(pk=self.lease_id).delete()
+        """Give back the slot, and the reservation of a call that was not recorded (a tick ended the wait)."""
         if self.reservation is not None and self.run is not None:
             budget_settle(self.run, self.reservation)
-        self.lease_id = self.reservation = None
+            self.reservation = None
+        if self.slot is not None:
+            _slot_give(self.endpoint, self.slot)
+            self.slot = None
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
-        """Store the call, count its tokens and cost to the run, and give back its slot and its reservation, in one
-        transaction (a connection test stores nothing)."""
+        """Store the call, count its tokens and cost to the run and give back its reservation, in one statement (a
+        connection test stores nothing). Its slot is given back by ``release``, after."""
         cost = cost_of(self.endpoint, tokens_in, tokens_out)
         latency = time.monotonic() - self.started
         if self.run is None:
-            self.release()
             return LLMCall(cost=cost, latency_s=latency)
-        with transaction.atomic():
-            commit_unflushed()
-            call = LLMCall.objects.create(
-                run=self.run,
-                step_index=self.step_index,
-                purpose=db_text(self.purpose[:60]),
-                endpoint=self.endpoint.name,
-                model=self.endpoint.model_id,
-                messages=db_json(self.messages),
-                completion=db_text(text),
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-                cost=cost,
-                latency_s=latency,
-                error=db_text(error[:4000]),
-                recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
-            )
-            Run.objects.filter(pk=self.run.pk).update(
-                tokens_in=F("tokens_in") + tokens_in,
-                tokens_out=F("tokens_out") + tokens_out,
-                cost=F("cost") + cost,
-                **_settled(self.reservation),
-            )
-            self.reservation = None
-            if self.lease_id is not None:
-                LLMLease.objects.filter(pk=self.lease_id).delete()
-                self.lease_id = None
+        call = LLMCall(
+            run=self.run,
+            step_index=self.step_index,
+            purpose=db_text(self.purpose[:60]),
+            endpoint=self.endpoint.name,
+            model=self.endpoint.model_id,
+            messages=db_json(self.messages),
+            completion=db_text(text),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
+            latency_s=latency,
+            error=db_text(error[:4000]),
+            recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
+            created_at=timezone.now(),
+        )
+        _call_record(call, self.reservation)
+        self.reservation = None
         if self.ledger is not None:
             self.ledger.recorded(call)
         return call

@@ -1,11 +1,18 @@
+import contextlib
+import subprocess
+import sys
+import textwrap
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.db.models import Sum
 from django.urls import reverse
 
 from runner.execution import run_execute
 from runner.llm.gateway import (
+    SLOT_LOCKS,
     CallLedger,
     LLMError,
     budget_reserve,
@@ -15,12 +22,42 @@ from runner.llm.gateway import (
     endpoint_check,
     prompt_bound,
 )
-from runner.models import LLMCall, LLMLease, ModelEndpoint, Run
+from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 
-from ..factories import AgentFactory, RunFactory, StepFactory
+from ..factories import AgentFactory, RunFactory, StepFactory, package_write
 
 MESSAGES = [{"role": "user", "content": "hello"}]
+
+
+def slots_held() -> list[tuple[int, int]]:
+    """The endpoint slots held now, by any connection to the database: (endpoint id, slot) pairs."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks WHERE locktype = 'advisory' "
+            "AND objsubid = 1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        keys = [row[0] for row in cursor.fetchall()]
+    return sorted((key >> 16 & 0xFFFFFFFF, key & 0xFFFF) for key in keys if key >> 48 == SLOT_LOCKS)
+
+
+@contextlib.contextmanager
+def other_worker():
+    """A connection of another worker's to the test database (a psycopg connection of its own, in autocommit)."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    keys = ("dbname", "user", "password", "host", "port")
+    other = psycopg.connect(**{k: params[k] for k in keys if params.get(k)}, autocommit=True)
+    try:
+        yield other
+    finally:
+        other.close()
+
+
+def slot_lock(other, endpoint: ModelEndpoint, slot: int) -> None:
+    """Take ``slot`` of ``endpoint`` on ``other``, as a call in flight on another worker holds it."""
+    assert other.execute("SELECT pg_try_advisory_lock(%s)", [SLOT_LOCKS << 48 | endpoint.pk << 16 | slot]).fetchone()[0]
 
 
 @pytest.fixture
@@ -67,14 +104,13 @@ def statements(queries) -> list[str]:
 
 @pytest.mark.parametrize(
     ("budget", "first"),
-    [(10_000, ["UPDATE", "INSERT"]), (None, ["INSERT"])],  # the run's reservation, the endpoint's slot
+    [(10_000, ["UPDATE"]), (None, [])],  # the run's reservation
 )
-def test_a_call_reads_only_its_endpoint_and_writes_its_slot_then_its_record(run, llm_server, budget, first):
-    """A session's call makes two transactions and reads one row: the endpoint, locked with its slots' count, in
-    the transaction that takes a slot (and reserves against the run's budget, when it has one); the record gives
-    both back. Its call limits and earlier answers come from the session's ledger. Each once cost a query or a
-    transaction of its own: 19 statements in six transactions, then 14 in two."""
-    from django.db import connection
+def test_a_call_takes_its_slot_with_its_endpoint_and_writes_its_record_in_one_statement(run, llm_server, budget, first):
+    """A session's call makes three statements: the endpoint's read, which takes a slot (an advisory lock, held by
+    the connection), then a reservation against the run's budget when it has one; the record, which gives the
+    reservation back; the slot given back. Its call limits and earlier answers come from the session's ledger.
+    Each once cost a query or a transaction of its own: 19 statements in six transactions, then 14 in two."""
     from django.test.utils import CaptureQueriesContext
 
     Run.objects.filter(pk=run.pk).update(max_tokens=budget)
@@ -85,11 +121,11 @@ def test_a_call_reads_only_its_endpoint_and_writes_its_slot_then_its_record(run,
     with CaptureQueriesContext(connection) as queries:
         complete(run=run, messages=MESSAGES, ledger=ledger, options={"temperature": 0.5})
 
-    taken = ["SAVEPOINT", "SET", "SELECT runner_modelendpoint", *first, "RELEASE"]
-    recorded = ["SAVEPOINT", "SET", "INSERT", "UPDATE", "DELETE", "RELEASE"]
-    assert statements(queries) == taken + recorded
+    taken = ["SELECT runner_modelendpoint", *first]  # the slot: an advisory lock taken in the endpoint's read
+    recorded = ["WITH"]  # its row, and its tokens and cost counted to the run, in one statement
+    assert statements(queries) == taken + recorded + ["SELECT"]  # the slot given back
     run.refresh_from_db()
-    assert (run.tokens_reserved, LLMLease.objects.count(), LLMCall.objects.filter(run=run).count()) == (0, 0, 2)
+    assert (run.tokens_reserved, slots_held(), LLMCall.objects.filter(run=run).count()) == (0, [], 2)
     assert "the same answer as the same request got" in LLMCall.objects.filter(run=run).latest("pk").error
 
 
@@ -157,7 +193,7 @@ def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
 
     assert exc.value.kind == "budget"
     assert "token budget of 3000" in str(exc.value)
-    assert llm_server.requests == []
+    assert llm_server.requests == [] and slots_held() == []  # a refused call holds no slot
 
 
 def test_a_cost_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
@@ -176,6 +212,7 @@ def test_a_missing_api_key_is_a_clear_error(run, endpoint, monkeypatch):
 
     with pytest.raises(LLMError, match="environment variable BENCH_TEST_KEY is empty"):
         complete(run=run, messages=MESSAGES)
+    assert slots_held() == []  # the slot it took is given back
 
 
 def test_the_api_key_is_sent_from_the_environment(run, endpoint, llm_server, monkeypatch):
@@ -207,24 +244,117 @@ def test_test_connection_records_the_outcome_on_the_endpoint(endpoint, llm_serve
     assert "failed" in endpoint.last_check_message and "Connection" in endpoint.last_check_message
 
 
-def test_max_concurrency_is_shared_through_leases(run, endpoint, llm_server):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
+def test_max_concurrency_is_shared_through_slots_every_worker_sees(run, endpoint, llm_server):
+    """A call waits while another worker's calls hold every slot, and takes the first one given back."""
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_concurrency=1)
-    LLMLease.objects.create(endpoint=endpoint, run=run, expires_at=timezone.now() + timedelta(minutes=5))
     waited = []
+    with other_worker() as other:
+        slot_lock(other, endpoint, 0)
 
-    def tick():
-        waited.append(1)
-        if len(waited) == 3:  # the slot frees up while the call waits (another worker's call ended)
-            LLMLease.objects.all().delete()
+        def tick():
+            waited.append(1)
+            if len(waited) == 3:  # the slot frees up while the call waits (another worker's call ended)
+                other.execute("SELECT pg_advisory_unlock_all()")
 
-    llm_server.script = ["done"]
-    assert complete(run=run, messages=MESSAGES, tick=tick).text == "done"
+        llm_server.script = ["done"]
+        assert complete(run=run, messages=MESSAGES, tick=tick).text == "done"
     assert len(waited) >= 3
-    assert not LLMLease.objects.exists()  # released after the call
+    assert slots_held() == []  # given back after the call
+
+
+def test_the_slots_of_a_worker_whose_connection_ended_are_free_at_once(run, endpoint, llm_server):
+    """A worker that dies (its connection with it) holds no slot: the database gives its locks back, with no
+    expiry to wait for."""
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_concurrency=1)
+    with other_worker() as other:
+        slot_lock(other, endpoint, 0)
+        assert slots_held() == [(endpoint.pk, 0)]
+    waited = []
+    llm_server.script = ["done"]
+    assert complete(run=run, messages=MESSAGES, tick=lambda: waited.append(1)).text == "done"
+    assert waited == []
+
+
+def test_a_call_holds_one_slot_while_it_is_made_the_first_free_one(run, endpoint, llm_server):
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_concurrency=3)
+    seen = []
+
+    def answer(request):
+        try:
+            seen.append(slots_held())
+        finally:
+            connection.close()  # this thread's connection
+        return "ok"
+
+    llm_server.script = [answer, answer]
+    complete(run=run, messages=MESSAGES)
+    with other_worker() as other:
+        slot_lock(other, endpoint, 0)
+        complete(run=run, messages=MESSAGES)
+    assert seen == [[(endpoint.pk, 0)], [(endpoint.pk, 0), (endpoint.pk, 1)]]
+    assert slots_held() == []
+
+
+SQLITE_SLOTS = textwrap.dedent(
+    """
+    import django, sys
+    from datetime import timedelta
+    django.setup()
+    from django.utils import timezone
+    sys.path.insert(0, "tests")
+    from llm_server import FakeOpenAI
+    from runner.llm.gateway import complete
+    from runner.models import LLMLease, ModelEndpoint
+
+    server = FakeOpenAI().start()
+    server.default = "done"
+    endpoint = ModelEndpoint.objects.create(name="m", base_url=server.base_url, model_id="m", max_concurrency=1)
+    now = timezone.now()
+    LLMLease.objects.create(endpoint=endpoint, expires_at=now - timedelta(seconds=1))  # a dead worker's: taken back
+    print("expired", complete(run=None, model="m", messages=[{"role": "user", "content": "hi"}]).text)
+    held = LLMLease.objects.create(endpoint=endpoint, expires_at=now + timedelta(minutes=5))  # another call's
+    ticks = []
+    def tick():
+        ticks.append(1)
+        if len(ticks) == 3:
+            held.delete()
+    print("waited", complete(run=None, model="m", messages=[{"role": "user", "content": "hi"}], tick=tick).text,
+          len(ticks) >= 3, LLMLease.objects.count())
+
+    import os
+    from runner.models import Agent, LLMCall, Run
+    from task_bank.services import task_import
+    version, _ = task_import(root=os.environ["TASK_DIR"], slug="tiny")
+    run = Run.objects.create(task=version.task, task_version=version, agent=Agent.objects.create(name="a"),
+                             status="running", model="m", max_tokens=10_000)
+    server.default = {"content": "recorded", "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+    complete(run=run, messages=[{"role": "user", "content": "hi"}], step_index=2)
+    run.refresh_from_db()
+    call = LLMCall.objects.get(run=run)
+    print("recorded", call.completion, call.step_index, run.tokens_in, run.tokens_out, run.tokens_reserved)
+    server.stop()
+    """
+)
+
+
+def test_on_sqlite_an_endpoint_slot_is_a_lease_row(tmp_path):
+    """SQLite (the embedded default) has no advisory locks: a slot is a row, and a dead worker's is taken back when
+    it expires; a call's record is a transaction of its own."""
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "BENCH_VAR_DIR": str(tmp_path / "var"),
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "PYTHONPATH": str(root),
+        "TASK_DIR": str(package_write(tmp_path / "tiny")),
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SQLITE_SLOTS], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = ["expired done", "waited done True 0", "recorded recorded 2 7 3 0"]
+    assert done.stdout.split("\n")[:3] == lines, done.stdout + done.stderr
 
 
 def test_the_admin_test_connection_action_says_what_is_wrong_with_each_endpoint(
@@ -417,4 +547,4 @@ def test_a_run_cancelled_during_a_model_call_does_not_wait_for_its_answer(tiny_t
 
     assert run.status == "cancelled"
     assert not LLMCall.objects.filter(run=run, completion="late answer").exists()
-    assert not LLMLease.objects.exists() and run.tokens_reserved == 0  # its slot and its reservation given back
+    assert slots_held() == [] and run.tokens_reserved == 0  # its slot and its reservation given back
