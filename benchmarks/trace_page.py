@@ -3,7 +3,8 @@
 1. The first paint of the run page (its HTML, as Django's test client gets it through every middleware) for a
    finished run of 10 and of 500 steps, without and with LLM calls (one per step, a prompt of ~12 kB and a
    completion of ~1.5 kB, about what MLAgentBench's research agent sends): time and bytes, with the step cards
-   not cached yet (the cache cleared before each request) and cached.
+   not cached yet (the cache cleared before each request) and cached; and the 500-step page as staff see it (a
+   fork button and a tag form on each step).
 2. A live run's poll that finds one new step, for runs of 10, 500 and 5,000 steps: time and bytes.
 3. A step's files and changes pages (first page, last page) when its workspace holds 200,000 files, all of them
    new in that step: time and bytes.
@@ -107,6 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     django_scratch("tracebench-", args.database_url)
     from django.conf import settings
+    from django.contrib.auth import get_user_model
     from django.core.cache import cache
     from django.core.management import call_command
     from django.test import Client
@@ -149,6 +151,10 @@ def main() -> None:
             f"500 / 10 steps{' with LLM calls' if calls else ''}: time {cold500 / cold10:.2f}x not cached, "
             f"{warm500 / warm10:.2f}x cached; bytes {size500 / size10:.2f}x"
         )
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("bench-staff", is_staff=True))
+    ((staff_ms, staff_size),) = timed_gets(staff, urls[-1:], repeats=args.repeats)
+    print(f"500 steps with LLM calls, as staff (who fork and tag): {staff_ms:.1f} ms cached, {staff_size:,} bytes")
 
     print(f"\nLive poll finding one new step (median of {args.repeats}, cache cleared before each):")
     print(f"{'steps':>6} {'time':>10} {'bytes':>10}")

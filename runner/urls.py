@@ -38,4 +38,5 @@ urlpatterns = [
     path("runs/<int:pk>/steps/<int:index>/workspace.zip", views.step_workspace_zip_view, name="step_workspace_zip"),
     path("runs/<int:pk>/steps/<int:index>/llm-calls/", views.step_llm_calls_view, name="step_llm_calls"),
     path("runs/<int:pk>/steps/<int:index>/observation/", views.step_observation_view, name="step_observation"),
+    path("runs/<int:pk>/steps/<int:index>/tag-form/", views.step_tag_form_view, name="step_tag_form"),
 ]

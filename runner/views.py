@@ -450,6 +450,15 @@ def _reviewer_or_403(request: HttpRequest) -> None:
         raise PermissionDenied("reviewers (and staff) tag runs and steps")
 
 
+def step_tag_form_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+    """A step's tag form, loaded when a reviewer opens "tag this step" (the run page once carried one per card)."""
+    run = _run_or_404(request, pk)
+    _reviewer_or_403(request)
+    step = _step_or_404(run, index)
+    context = {"run": run, "step_index": step.index, "tag_kinds": TAG_KINDS}
+    return render(request, "runner/_tag_form_fields.html", context)
+
+
 @require_POST
 def run_tag_view(request: HttpRequest, pk: int) -> HttpResponse:
     """A reviewer tags the run, or one of its steps (``step``), with a failure mode and a comment."""

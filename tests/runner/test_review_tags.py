@@ -110,6 +110,27 @@ def test_a_reviewer_tags_a_step_with_a_comment_and_sees_it_on_the_run_page(clien
 
 
 @pytest.mark.django_db
+def test_a_steps_tag_form_is_loaded_when_a_reviewer_opens_it_not_carried_by_every_card(
+    client, reviewer, tagged_run, people
+):
+    """The run page carries the run's tag form and, per step, a summary that loads the step's form: 40 cards once
+    carried 40 forms, each with its list of failure modes."""
+    url = reverse("runner:step_tag_form", args=[tagged_run.pk, 1])
+    client.force_login(people["stranger"])
+    refused = client.get(url)
+    client.force_login(reviewer)
+    page = client.get(reverse("runner:run_detail", args=[tagged_run.pk])).content.decode()
+    form = client.get(url).content.decode()
+    missing = client.get(reverse("runner:step_tag_form", args=[tagged_run.pk, 7]))
+
+    assert page.count('name="kind"') == 1 and page.count("tag this step") == tagged_run.steps.count()
+    assert f'hx-get="{url}"' in page
+    assert '<input type="hidden" name="step" value="1">' in form and "Hallucinated result" in form
+    assert 'name="csrfmiddlewaretoken"' in form
+    assert refused.status_code == 403 and missing.status_code == 404
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("data", "message"),
     [
