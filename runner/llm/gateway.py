@@ -576,12 +576,13 @@ def _slot_give(endpoint: ModelEndpoint, slot: int) -> None:
         )
 
 
-#: A call's record on PostgreSQL: its row and what it adds to its run's counts (its reservation given back), in one
-#: statement (through the ORM, a transaction of four took twice the time). Its commit does not wait for PostgreSQL to
-#: flush it to disk (synchronous_commit off for this transaction alone: set_config's true), which costs from one to
-#: several milliseconds on a busy disk: what it wrote is never half there, the next commit that waits (the step's
-#: record) flushes it too, and a crash of the database server before any flush (the WAL writer's, every 200 ms by
-#: default) loses it whole.
+#: A call's record on PostgreSQL: its row, what it adds to its run's counts (its reservation given back) and its slot
+#: given back, in one statement (through the ORM, a transaction of four took twice the time). Its commit does not
+#: wait for PostgreSQL to flush it to disk (synchronous_commit off for this transaction alone: set_config's true),
+#: which costs from one to several milliseconds on a busy disk: what it wrote is never half there, the next commit
+#: that waits (the step's record) flushes it too, and a crash of the database server before any flush (the WAL
+#: writer's, every 200 ms by default) loses it whole. A slot given back twice (the statement failed after giving it)
+#: is a warning of the server's, no error.
 CALL_RECORD_SQL = """
 WITH call AS (
     INSERT INTO runner_llmcall (run_id, step_index, purpose, endpoint, model, messages, completion, tokens_in,
@@ -592,13 +593,13 @@ WITH call AS (
         tokens_reserved = GREATEST(tokens_reserved - %s, 0), cost_reserved = GREATEST(cost_reserved - %s, 0)
     WHERE id = %s
 )
-SELECT id, set_config('synchronous_commit', 'off', true) FROM call
+SELECT id, set_config('synchronous_commit', 'off', true), pg_advisory_unlock(%s) FROM call
 """
 
 
-def _call_record(call: LLMCall, reservation: Reservation | None) -> None:
-    """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run and give ``reservation`` back,
-    at once: what one writes the other does too."""
+def _call_record(call: LLMCall, reservation: Reservation | None, endpoint: ModelEndpoint, slot: int) -> None:
+    """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run, give ``reservation`` back and
+    ``endpoint``'s ``slot`` too, at once: what one writes the other does too."""
     if connection.vendor != "postgresql":
         with transaction.atomic():
             call.save(force_insert=True)
@@ -608,13 +609,15 @@ def _call_record(call: LLMCall, reservation: Reservation | None) -> None:
                 cost=F("cost") + call.cost,
                 **_settled(reservation),
             )
+            LLMLease.objects.filter(pk=slot).delete()
         return
     held = reservation or Reservation(0, Decimal(0))
     row = [call.run_id, call.step_index, call.purpose, call.endpoint, call.model, json.dumps(call.messages)]
     row += [call.completion, call.tokens_in, call.tokens_out, call.cost, call.latency_s, call.error]
     row += [call.recorded_bytes, call.created_at, call.tokens_in, call.tokens_out, call.cost, held.tokens, held.cost]
+    key = _slot_key(endpoint.pk, slot)
     with connection.cursor() as cursor:
-        cursor.execute(CALL_RECORD_SQL, [*row, call.run_id])
+        cursor.execute(CALL_RECORD_SQL, [*row, call.run_id, key])
         call.pk = cursor.fetchone()[0]
     call._state.adding, call._state.db = False, connection.alias
 
@@ -672,8 +675,8 @@ class _Call:
             self.slot = None
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
-        """Store the call, count its tokens and cost to the run and give back its reservation, in one statement (a
-        connection test stores nothing). Its slot is given back by ``release``, after."""
+        """Store the call, count its tokens and cost to the run and give back its reservation and its slot, in one
+        statement (a connection test stores nothing: ``release`` gives its slot back)."""
         cost = cost_of(self.endpoint, tokens_in, tokens_out)
         latency = time.monotonic() - self.started
         if self.run is None:
@@ -694,8 +697,8 @@ class _Call:
             recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
             created_at=timezone.now(),
         )
-        _call_record(call, self.reservation)
-        self.reservation = None
+        _call_record(call, self.reservation, self.endpoint, self.slot)
+        self.reservation = self.slot = None
         if self.ledger is not None:
             self.ledger.recorded(call)
         return call

@@ -106,11 +106,11 @@ def statements(queries) -> list[str]:
     ("budget", "first"),
     [(10_000, ["UPDATE"]), (None, [])],  # the run's reservation
 )
-def test_a_call_takes_its_slot_with_its_endpoint_and_writes_its_record_in_one_statement(run, llm_server, budget, first):
-    """A session's call makes three statements: the endpoint's read, which takes a slot (an advisory lock, held by
-    the connection), then a reservation against the run's budget when it has one; the record, which gives the
-    reservation back; the slot given back. Its call limits and earlier answers come from the session's ledger.
-    Each once cost a query or a transaction of its own: 19 statements in six transactions, then 14 in two."""
+def test_a_call_takes_its_slot_with_its_endpoint_and_gives_it_back_with_its_record(run, llm_server, budget, first):
+    """A session's call makes two statements: the endpoint's read, which takes a slot (an advisory lock, held by
+    the connection), then a reservation against the run's budget when it has one; the record, which gives both
+    back. Its call limits and earlier answers come from the session's ledger. Each once cost a query or a
+    transaction of its own: 19 statements in six transactions, then 14 in two."""
     from django.test.utils import CaptureQueriesContext
 
     Run.objects.filter(pk=run.pk).update(max_tokens=budget)
@@ -122,8 +122,8 @@ def test_a_call_takes_its_slot_with_its_endpoint_and_writes_its_record_in_one_st
         complete(run=run, messages=MESSAGES, ledger=ledger, options={"temperature": 0.5})
 
     taken = ["SELECT runner_modelendpoint", *first]  # the slot: an advisory lock taken in the endpoint's read
-    recorded = ["WITH"]  # its row, and its tokens and cost counted to the run, in one statement
-    assert statements(queries) == taken + recorded + ["SELECT"]  # the slot given back
+    recorded = ["WITH"]  # its row, its tokens and cost counted to the run and its slot given back, in one statement
+    assert statements(queries) == taken + recorded
     run.refresh_from_db()
     assert (run.tokens_reserved, slots_held(), LLMCall.objects.filter(run=run).count()) == (0, [], 2)
     assert "the same answer as the same request got" in LLMCall.objects.filter(run=run).latest("pk").error
