@@ -14,7 +14,7 @@ from runner.throttles import RunRequestThrottle
 from .exports import leaderboard_row_export, reproduction_export
 from .links import entrant_parse
 from .query import BoardFilters, RankingOptions, board_query_parse
-from .reproductions import reproduction_comparison, reproductions_visible
+from .reproductions import reproduction_comparison, reproduction_comparisons, reproductions_visible
 from .selectors import leaderboard_matrix
 from .services import reproduction_of_row, reproduction_of_run
 
@@ -139,8 +139,9 @@ def reproductions_api(request: Request) -> Response:
     """Reproductions, newest first, each with its comparison and verdict (docs/reproductions.md); a POST starts one:
     the row or the run's runs again, with what they recorded, or 400 naming what cannot be the same any more."""
     if request.method == "GET":
-        shown = reproductions_visible(request.user)[:REPRODUCTIONS_LISTED]
-        return Response([reproduction_export(r, reproduction_comparison(r)) for r in shown])
+        shown = list(reproductions_visible(request.user)[:REPRODUCTIONS_LISTED])
+        comparisons = reproduction_comparisons(shown)
+        return Response([reproduction_export(r, comparisons[r.pk]) for r in shown])
     throttle = RunRequestThrottle()  # a request for runs, counted with the others (BENCH_RUN_REQUEST_RATE)
     if not throttle.allow_request(request, None):
         raise Throttled(wait=throttle.wait())

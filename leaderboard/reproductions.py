@@ -25,10 +25,19 @@ def reproductions_visible(viewer: Viewer) -> QuerySet[Reproduction]:
     )
 
 
-def _side(runs: QuerySet[Run]) -> dict[str, dict]:
-    """Per task slug, the sums and figures of ``runs`` that rankings would count (``Run.COUNTED``)."""
-    groups = runs.values("task__slug").annotate(**_sums(counted=Run.COUNTED, scores=Q())).order_by("task__slug")
-    return {g["task__slug"]: g for g in groups}
+def _add(into: dict, group: dict) -> dict:
+    """``group``'s counts and sums added to ``into``'s."""
+    for name in _ADDED:
+        into[name] = _added(into.get(name), group[name])
+    return into
+
+
+def _summed(groups: list[dict]) -> dict[str, dict]:
+    """Per task slug, ``groups`` (of ``_sums``, each with its task's slug) added up."""
+    side: dict[str, dict] = {}
+    for group in groups:
+        _add(side.setdefault(group["task__slug"], {"task__slug": group["task__slug"]}), group)
+    return side
 
 
 def _total(groups: list[dict]) -> dict | None:
@@ -36,19 +45,52 @@ def _total(groups: list[dict]) -> dict | None:
         return None
     total: dict = {}
     for group in groups:
-        for name in _ADDED:
-            total[name] = _added(total.get(name), group[name])
+        _add(total, group)
     return _with_figures(total)
 
 
+def reproduction_comparisons(reproductions: list[Reproduction]) -> dict[int, dict]:
+    """Per reproduction (its pk), its original and itself side by side: per task of either (``tasks``: each side's
+    figures, the difference of success rates, reproduction minus original, with its interval and the task's
+    verdict) and over all tasks (``original``, ``reproduction``, ``result``), the ``verdict`` once every run of its
+    batch has ended (before: where the batch is, in words) and ``state``, the batch's. Four queries for them all:
+    the runs each re-runs, their sums (per run, since one run may be the original of several), the batches' sums
+    and the batches' counts."""
+    if not reproductions:
+        return {}
+    counted = _sums(counted=Run.COUNTED, scores=Q())
+    pairs = Reproduction.original_runs.through.objects.filter(reproduction__in=reproductions)
+    originals: dict[int, list[int]] = {}
+    for reproduction_id, run_id in pairs.values_list("reproduction_id", "run_id"):
+        originals.setdefault(reproduction_id, []).append(run_id)
+    runs = Run.objects.filter(pk__in={pk for pks in originals.values() for pk in pks})
+    per_run = {row["pk"]: row for row in runs.values("pk", "task__slug").annotate(**counted).order_by()}
+    batches = [reproduction.batch_id for reproduction in reproductions]
+    per_batch: dict[int, list[dict]] = {}
+    for row in Run.objects.filter(batch__in=batches).values("batch", "task__slug").annotate(**counted).order_by():
+        per_batch.setdefault(row["batch"], []).append(row)
+    states = Batch.objects.filter(pk__in=batches).annotate(
+        total=Count("runs"),
+        queued=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
+        ended=Count("runs", filter=Q(runs__status__in=Run.ENDED)),
+    )
+    counts = {batch.pk: (batch.total, batch.queued, batch.ended) for batch in states}
+    comparisons = {}
+    for reproduction in reproductions:
+        batch = reproduction.batch
+        batch.runs_total, batch.runs_queued, batch.runs_ended = counts[batch.pk]
+        original = _summed([per_run[pk] for pk in originals.get(reproduction.pk, [])])
+        again = _summed(per_batch.get(batch.pk, []))
+        comparisons[reproduction.pk] = _comparison(original, again, batch.state)
+    return comparisons
+
+
 def reproduction_comparison(reproduction: Reproduction) -> dict:
-    """The original and the reproduction side by side: per task of either (``tasks``: each side's figures, the
-    difference of success rates, reproduction minus original, with its interval and the task's verdict) and over
-    all tasks (``original``, ``reproduction``, ``result``), the ``verdict`` once every run of the batch has ended
-    (before: where the batch is, in words) and ``state``, the batch's."""
-    batch = reproduction.batch
-    original = _side(Run.objects.filter(pk__in=reproduction.original_runs.values("pk")))
-    again = _side(batch.runs.all())
+    """``reproduction_comparisons`` of one."""
+    return reproduction_comparisons([reproduction])[reproduction.pk]
+
+
+def _comparison(original: dict[str, dict], again: dict[str, dict], state: str) -> dict:
     counts = {
         slug: (again[slug]["successes"] if slug in again else 0, again[slug]["runs"] if slug in again else 0,
                group["successes"], group["runs"])
@@ -67,7 +109,6 @@ def reproduction_comparison(reproduction: Reproduction) -> dict:
                 "result": per_task["result"],
             }
         )
-    state = batch.state
     ended = state == Batch.State.DONE
     return {
         "tasks": tasks,
@@ -81,27 +122,24 @@ def reproduction_comparison(reproduction: Reproduction) -> dict:
     }
 
 
-def reproduction_verdict_of(reproduction: Reproduction) -> str:
-    """The reproduction's verdict in words ("holds", "differs", "too few runs to say"), or where it is."""
-    return reproduction_comparison(reproduction)["verdict"]
-
-
 def latest_reproductions(*, viewer: Viewer) -> dict[tuple, dict]:
     """Per leaderboard row (agent name, version, model), its newest reproduction of the row (not of one of its runs)
     that ``viewer`` may see:
-    {"id", "verdict", "exact"}. One query, then the comparison of each (a few queries each)."""
+    {"id", "verdict", "exact"}. Two queries, then their comparisons (``reproduction_comparisons``: four)."""
     newest = (
         Reproduction.objects.filter(agents_visible_filter(viewer, through="agent__"), source_run__isnull=True)
         .values("agent", "model")
         .annotate(last=Max("pk"))
         .values_list("last", flat=True)
     )
+    shown = list(reproductions_visible(viewer).filter(pk__in=newest))
+    comparisons = reproduction_comparisons(shown)
     latest = {}
-    for reproduction in reproductions_visible(viewer).filter(pk__in=newest):
+    for reproduction in shown:
         key = (reproduction.agent.name, reproduction.agent.version, reproduction.model)
         latest[key] = {
             "id": reproduction.pk,
-            "verdict": reproduction_verdict_of(reproduction),
+            "verdict": comparisons[reproduction.pk]["verdict"],
             "exact": reproduction.exact,
         }
     return latest

@@ -29,7 +29,7 @@ from .charts import (
 from .exports import leaderboard_csv, leaderboard_json
 from .links import entrant_key, entrant_parse, runs_href
 from .query import COUNTINGS, BoardQuery, RankingOptions, board_query_parse
-from .reproductions import reproduction_comparison, reproductions_visible, task_noise
+from .reproductions import reproduction_comparison, reproduction_comparisons, reproductions_visible, task_noise
 from .selectors import (
     IMPROVEMENT_POINTS_MAX,
     home_page,
@@ -213,8 +213,9 @@ def reproduction_list_view(request: HttpRequest) -> HttpResponse:
     """Every reproduction the viewer may see, newest first, with its verdict; a form to reproduce a row or a run
     (staff, or an agent's owner as a submission)."""
     reproductions = list(reproductions_visible(request.user)[:REPRODUCTIONS_SHOWN])
+    comparisons = reproduction_comparisons(reproductions)
     for reproduction in reproductions:
-        reproduction.comparison = reproduction_comparison(reproduction)
+        reproduction.comparison = comparisons[reproduction.pk]
     keys = [entrant_key(r) for r in leaderboard_rows(viewer=request.user)] if request.user.is_authenticated else []
     return render(request, "leaderboard/reproduction_list.html", {"reproductions": reproductions, "keys": keys})
 

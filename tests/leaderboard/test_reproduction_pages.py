@@ -159,3 +159,36 @@ def test_a_runs_reproduction_is_not_its_rows_verdict(client, held, people):
 
     (row,) = client.get("/api/v1/leaderboard/").json()
     assert row["reproduction"]["id"] == held.pk
+
+
+def test_the_list_compares_every_reproduction_in_the_same_few_queries_each_as_it_would_alone(client, held, people):
+    """The list's and the API's comparisons are made for all the reproductions shown at once (four queries), not
+    a few queries per reproduction; each is what it would be alone, the runs of one never counted to another."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from leaderboard.reproductions import reproduction_comparison, reproduction_comparisons
+    from leaderboard.services import reproduction_of_run
+
+    client.force_login(people["staff"])
+    pages = (reverse("leaderboard:reproductions"), "/api/v1/reproductions/")
+    alone = []
+    for url in pages:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        alone.append(len(queries))
+    failing = reproduce(people["staff"], ROW, [(False, 0.0), (False, 0.01)])
+    first = Run.objects.filter(agent__name="solver", batch__isnull=True).order_by("pk").first()
+    one_run = reproduction_of_run(by=people["staff"], run=first)
+    together = []
+    for url in pages:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        together.append(len(queries))
+
+    assert together == alone
+    shown = list(Reproduction.objects.filter(pk__in=[held.pk, failing.pk, one_run.pk]))
+    assert reproduction_comparisons(shown) == {r.pk: reproduction_comparison(r) for r in shown}
+    verdicts = {pk: c["verdict"] for pk, c in reproduction_comparisons(shown).items()}
+    assert verdicts[held.pk] == "holds" and verdicts[one_run.pk] == "approved, queued"
+    assert reproduction_comparisons(shown)[one_run.pk]["original"]["runs"] == 1
