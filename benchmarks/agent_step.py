@@ -5,7 +5,9 @@ and environment doing the same steps, modelled from their code. Interleaved: a r
 
 A step's time is the time from one step's start to the next's, the median over a run's steps after its first
 (which pays the sandbox's start). The model is a loopback server speaking the OpenAI protocol that answers every
-request at once with a well-formed List Files answer, so what is measured is the platform's own cost of a step.
+request at once with a well-formed List Files answer, so what is measured is the platform's own cost of a step. It
+runs in a process of its own, as a model server does: in the measuring process its handling of each request (the
+HTTP exchange, the prompt's JSON) took the worker's time and its interpreter lock.
 
 MLAgentBench is not on PyPI; its step is modelled as its code takes it (``agents/agent_research.py``,
 ``LLM.py``, ``environment.py``, ``low_level_actions.py``): the prompt built from the initial prompt (here the one
@@ -19,7 +21,8 @@ time; its research log is off by default and so is left out too.
     .venv/bin/python benchmarks/agent_step.py [--steps 20] [--rounds 3] [--database-url postgres://.../db] [--parts]
 
 ``--parts`` also times the parts of the research agent's steps (the gateway's call, its slot's and its record's
-transactions, the HTTP client's call, the action with its step's record) and prints their medians.
+transactions, the HTTP client's call, the action with its step's record, the agent's turn from a model's answer to its
+action) and prints their medians.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -51,7 +54,8 @@ ANSWER_TEXT = (
 
 
 class Model(BaseHTTPRequestHandler):
-    """Answers every chat completion at once with a List Files step; keeps the first prompt it was sent."""
+    """Answers every chat completion at once with a List Files step; keeps the first prompt it was sent, and gives
+    it back to ``GET /first-prompt``."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -76,6 +80,32 @@ class Model(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
         self.wfile.write(self.body)
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        body = Model.first_prompt.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def model_serve() -> None:
+    """Serve the model in this process (``--serve``): its port on the first line of stdout, then until killed."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+def model_start() -> tuple[subprocess.Popen, str]:
+    """The model's server in a process of its own, and its base URL."""
+    process = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    return process, f"http://127.0.0.1:{process.stdout.readline().strip()}/v1"
+
+
+def first_prompt(base_url: str) -> str:
+    """The first prompt the model was sent ("" before any)."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/first-prompt", timeout=10) as response:
+        return response.read().decode()
 
 
 def step_times(run) -> list[float]:
@@ -158,7 +188,7 @@ class MLAgentBenchModel:
         return observation
 
 
-def mlagentbench_steps(var: Path, round_no: int, version, base_url: str, steps: int) -> list[float]:
+def mlagentbench_steps(var: Path, round_no: int, version, base_url: str, steps: int, prompt: str) -> list[float]:
     """Per-step seconds of the MLAgentBench model over a copy of the task's workspace, after its first step."""
     from runner.execution.preparation import task_version_prepare
     from runner.workspace.snapshots import BlobStore, manifest_restore
@@ -168,7 +198,7 @@ def mlagentbench_steps(var: Path, round_no: int, version, base_url: str, steps: 
     work.mkdir(parents=True)
     manifest_restore(prepared.env_manifest, work, BlobStore())
     read_only = [os.path.join(".", rel) for rel in prepared.read_only_files]  # recorded as ./name, as it does
-    model = MLAgentBenchModel(work, var / f"mlab-{round_no}" / "env_log", base_url, Model.first_prompt, read_only)
+    model = MLAgentBenchModel(work, var / f"mlab-{round_no}" / "env_log", base_url, prompt, read_only)
     times = []
     for i in range(steps):
         started = time.perf_counter()
@@ -184,7 +214,7 @@ def ms(seconds: list[float]) -> float:
 
 def parts_timed() -> dict[str, list[float]]:
     """Timers around the parts of a step (seconds per call, by part), from now on in this process."""
-    from runner.execution import conversation, session
+    from runner.execution import conversation, protocol, session
     from runner.llm import gateway
 
     times: dict[str, list[float]] = {}
@@ -207,10 +237,30 @@ def parts_timed() -> dict[str, list[float]]:
     timed(gateway, "_call", "  the HTTP client's call")
     timed(gateway._Call, "record", "  its record's transaction")
     timed(session.RunSession, "act", "the action, its snapshot and its step's record")
+    send, receive = protocol.AgentChannel.send, protocol.AgentChannel.receive
+    sent: list[tuple[str, float]] = []
+    turns = {"completion": "the agent's turn, from a model's answer to its act", "observation": "the agent's turn, "
+             "from an observation to its model request"}  # fmt: skip
+
+    def sending(self, message, *args, **kwargs):
+        send(self, message, *args, **kwargs)
+        sent.append((message.get("type"), time.perf_counter()))
+
+    def received(self, *args, **kwargs):
+        message = receive(self, *args, **kwargs)
+        if sent:
+            kind, at = sent.pop()
+            if kind in turns:
+                times.setdefault(turns[kind], []).append(time.perf_counter() - at)
+        return message
+
+    protocol.AgentChannel.send, protocol.AgentChannel.receive = sending, received
     return times
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--serve"]:
+        return model_serve()
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
@@ -227,9 +277,7 @@ def main() -> None:
     from runner.models import Agent, ModelEndpoint, RunLimits
     from runner.services import run_create
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server, base_url = model_start()
     ModelEndpoint.objects.update_or_create(name="bench-model", defaults={"base_url": base_url, "model_id": "bench"})
     version = task_ready(var)
     research = next(a for a in agents_builtin_ensure() if a.name == "research")
@@ -245,9 +293,10 @@ def main() -> None:
         order = ["research", "free", "mlagentbench"] if r % 2 == 0 else ["mlagentbench", "free", "research"]
         for name in order:
             if name == "mlagentbench":
-                if not Model.first_prompt:  # the model's initial prompt is the one our agent sent: run ours first
+                prompt = first_prompt(base_url)
+                if not prompt:  # the model's initial prompt is the one our agent sent: run ours first
                     continue
-                times[name] += mlagentbench_steps(var, r, version, base_url, args.steps)
+                times[name] += mlagentbench_steps(var, r, version, base_url, args.steps, prompt)
                 continue
             agent = research if name == "research" else free
             run = run_create(task=version.task, agent=agent, model="bench-model", enqueue=False, limits=limits)
@@ -259,7 +308,8 @@ def main() -> None:
             if run.steps.count() < args.steps:
                 raise SystemExit(f"the {name} run took {run.steps.count()} steps: {run.status} {run.error}")
             times[name] += step_times(run)
-    server.shutdown()
+    server.kill()
+    server.wait()
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     load = os.getloadavg()[0]
     print(f"List Files steps, {args.rounds} interleaved rounds of {args.steps} steps, {engine}, load {load:.1f}:")

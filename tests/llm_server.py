@@ -2,8 +2,9 @@
 
 Each request takes the next scripted reply: a string (the completion text), a dict with any of
 ``content``, ``usage`` ({"prompt_tokens": .., "completion_tokens": ..} or None for no usage), ``status``
-(an HTTP error), ``body`` (raw bytes to send), ``delay`` (seconds to wait first), or a callable taking the
-request JSON and returning one of those. When the script runs out, ``default`` answers.
+(an HTTP error, its body OpenAI's error object unless ``body_text`` gives it), ``body`` (raw bytes to send),
+``delay`` (seconds to wait first), or a callable taking the request JSON and returning one of those. When the
+script runs out, ``default`` answers.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ class FakeOpenAI:
                     return
                 if "status" in reply:
                     error = {"error": {"message": reply.get("content", "error"), "type": "server_error"}}
-                    self._send(reply["status"], json.dumps(error).encode(), reply.get("headers"))
+                    body = reply["body_text"].encode() if "body_text" in reply else json.dumps(error).encode()
+                    self._send(reply["status"], body, reply.get("headers"))
                     return
                 content = reply.get("content", "")
                 usage = reply.get("usage", {"prompt_tokens": 11, "completion_tokens": 7})

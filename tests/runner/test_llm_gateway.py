@@ -86,14 +86,14 @@ def test_calls_to_an_endpoint_reuse_one_client_and_its_connection(run, llm_serve
     assert len({request["_connection"] for request in llm_server.requests}) == 1  # one TCP connection, kept open
     other = ModelEndpoint.objects.create(name="other", base_url=llm_server.base_url, model_id="m", api_key_env="")
 
-    assert client_for(other, timeout=5)._client is client_for(endpoint, timeout=9)._client  # same address and key
+    assert client_for(other) is client_for(endpoint)  # same address and key
 
 
 def statements(queries) -> list[str]:
     """The first word of each statement captured, with the table a SELECT reads (its FROM outside subqueries)."""
     words = []
     for query in queries.captured_queries:
-        sql, depth, table = query["sql"], 0, ""
+        sql, depth, table = " ".join(query["sql"].split()), 0, ""
         for i, char in enumerate(sql):
             depth += {"(": 1, ")": -1}.get(char, 0)
             if depth == 0 and sql.startswith(" FROM ", i):
@@ -182,6 +182,39 @@ def test_garbage_from_the_server_is_retried_then_reported(run, llm_server, setti
     assert exc.value.kind == "infrastructure"
     assert len(llm_server.requests) == 2  # the first answer and one retry
     assert "test-model failed 2 times: the answer is not a chat completion (not JSON)" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "said"),
+    [
+        ({"status": 400, "content": "maximum context length is 4096"}, "request", "HTTP 400: maximum context length"),
+        ({"status": 404, "body_text": '{"detail": "no such model"}'}, "request", "HTTP 404: no such model"),
+        ({"status": 401, "body_text": '{"error": "bad key"}'}, "infrastructure", "HTTP 401: bad key"),
+        ({"status": 403, "body_text": "<h1>forbidden</h1>"}, "infrastructure", "HTTP 403: <h1>forbidden</h1>"),
+    ],
+)
+def test_a_request_the_endpoint_refuses_is_not_retried_and_says_what_it_said(run, llm_server, reply, kind, said):
+    """400 and 404 are the caller's to mend (the run goes on); other refusals are the endpoint's setup. Either way
+    asking again cannot help, and the endpoint's own message is kept, wherever its body put it."""
+    llm_server.default = reply
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES)
+
+    assert exc.value.kind == kind and len(llm_server.requests) == 1
+    assert f"refused the call: {said}" in str(exc.value) and said in LLMCall.objects.get(run=run).error
+    assert slots_held() == []
+
+
+def test_an_address_no_client_can_call_is_an_infrastructure_error_not_retried(run, endpoint, settings):
+    settings.BENCH_LLM_MAX_RETRIES = 3
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(base_url="ftp://127.0.0.1/v1")
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES)
+
+    assert exc.value.kind == "infrastructure" and "unsupported protocol 'ftp://'" in str(exc.value)
+    assert LLMCall.objects.get(run=run).error.startswith("the endpoint's address ftp://127.0.0.1/v1 cannot be called")
 
 
 def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):

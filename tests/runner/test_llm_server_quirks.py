@@ -3,6 +3,8 @@ left in the answer (transformers serve), temperature ignored (greedy decoding), 
 need more time than a fixed timeout gives. The scripted server plays each quirk; tests/integration/
 test_real_llm_server.py meets them on a real server."""
 
+import json
+
 import pytest
 
 from runner.llm.gateway import LLMError, call_timeout, complete, endpoints_sync
@@ -137,3 +139,53 @@ def test_a_speed_or_timeout_that_is_not_a_positive_number_is_refused_and_nothing
     with pytest.raises(ValueError, match="timeout_s of model endpoint slow-box must be a number above 0"):
         endpoints_sync(specs)
     assert not ModelEndpoint.objects.exists()
+
+
+def chat_completion(message: object, **fields) -> dict:
+    """A 200 answer with ``message`` as its first choice's message and ``fields`` beside its choices."""
+    return {"body": json.dumps({"object": "chat.completion", "choices": [{"message": message}], **fields}).encode()}
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"body": b'{"object": "error", "detail": "overloaded"}'}, 'the response has no choices: {"object": "error"'),
+        ({"body": b"[]"}, "the response has no choices: []"),
+        (chat_completion("just text"), "the response has no choices"),
+        (chat_completion({"role": "assistant", "content": 42}), "the message content is not text: 42"),
+    ],
+)
+def test_json_that_is_no_chat_completion_is_retried_then_reported(run, llm_server, settings, body, said):
+    settings.BENCH_LLM_MAX_RETRIES = 1
+    llm_server.default = body
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES)
+
+    assert exc.value.kind == "infrastructure" and len(llm_server.requests) == 2
+    assert said in str(exc.value) and said in LLMCall.objects.get(run=run).error
+
+
+@pytest.mark.parametrize(
+    ("usage", "said"),
+    [
+        (None, "the endpoint reported no usage; tokens estimated from characters"),
+        ({"prompt_tokens": "many", "completion_tokens": 3}, "usage that is no token counts ({'prompt_tokens': 'many'"),
+        ({"prompt_tokens": -5, "completion_tokens": 3}, "usage that is no token counts"),
+        ("lots", "usage that is no token counts (lots)"),
+    ],
+)
+def test_usage_that_cannot_be_counted_is_estimated_and_said(run, llm_server, usage, said):
+    answer = {"role": "assistant", "content": "x" * 40}
+    llm_server.script = [chat_completion(answer, **({} if usage is None else {"usage": usage}))]
+
+    result = complete(run=run, messages=MESSAGES)
+
+    assert (result.tokens_in, result.tokens_out) == (len(json.dumps(MESSAGES)) // 4 + 1, 10)
+    assert said in LLMCall.objects.get(run=run).error
+
+
+def test_usage_the_endpoint_reports_is_counted_as_it_is(run, llm_server):
+    llm_server.script = [chat_completion({"content": "ok"}, usage={"prompt_tokens": 12, "completion_tokens": 0})]
+
+    assert (complete(run=run, messages=MESSAGES).tokens_in, LLMCall.objects.get(run=run).error) == (12, "")
