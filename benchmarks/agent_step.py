@@ -36,6 +36,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -90,15 +91,19 @@ class Model(BaseHTTPRequestHandler):
 
 
 def model_serve() -> None:
-    """Serve the model in this process (``--serve``): its port on the first line of stdout, then until killed."""
+    """Serve the model in this process (``--serve``): its port on the first line of stdout, then until the process
+    that started it ends (its end closes this one's stdin)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
     print(server.server_address[1], flush=True)
-    server.serve_forever()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stdin.read()
 
 
 def model_start() -> tuple[subprocess.Popen, str]:
     """The model's server in a process of its own, and its base URL."""
-    process = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     return process, f"http://127.0.0.1:{process.stdout.readline().strip()}/v1"
 
 

@@ -14,7 +14,7 @@ from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, catalogue_for_agent
 from ..actions.catalogue import INVALID_MESSAGE
-from ..llm.gateway import CallLedger, LLMBudgetError, LLMError, completion_for_run
+from ..llm.gateway import DEFER_MAX_S, CallLedger, LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
 from ..sandbox import Sandbox
 from ..sandbox.masks import package_masks
@@ -137,8 +137,8 @@ class Conversation:
         try:
             ending = self.steps_left()
             while ending is None:
-                try:
-                    message = channel.receive(tick=tick)
+                try:  # a model call waiting to be written is written within DEFER_MAX_S (its tick)
+                    message = channel.receive(tick=tick, tick_every=DEFER_MAX_S if self.steps.calls.pending else 0.5)
                 except BadMessage as exc:
                     ending = self.on_bad_message(exc)
                     continue

@@ -183,16 +183,24 @@ class CallLedger:
     (the run's and its current step's, for ``calls_limit_check``) and the current step's answers (for
     ``repeat_note``). Its session keeps it: only the attempt that holds a run records the run's calls, so after one
     read of what earlier attempts recorded (at the first call) it counts on by itself. Calls made without a ledger
-    (a connection test, a direct call) read the database each time."""
+    (a connection test, a direct call) read the database each time.
+
+    A session's ledger ``defers`` its calls' records: an answered call is written, its endpoint slot and reservation
+    given back, by the session's next statement (``calls_write``), which for an agent's call is the start of the
+    action it answered (the record, the slot and the live action in one statement, instead of a statement each).
+    Whatever comes first writes it: the next call, the step's record, the conversation's end, or a tick once it
+    has waited ``DEFER_MAX_S`` for its agent (``RunSession.tick``; the conversation ticks that often meanwhile)."""
 
     run_id: int
+    defers: bool = False
     step_index: int | None = None  # the step counted in step_n and step_size (None: nothing read yet)
     run_n: int = 0
     run_size: int = 0
     step_n: int = 0
     step_size: int = 0
     step_earlier: bool = False  # an earlier attempt recorded calls of this step (its answers are not in ``answers``)
-    answers: list[tuple[int, str, str, str]] = field(default_factory=list)  # (pk, purpose, completion, messages)
+    answers: list[LLMCall] = field(default_factory=list)  # the current step's answered calls, in order
+    pending: Deferred | None = None  # an answered call not written yet
 
     def counts(self, step_index: int) -> dict | None:
         """The counts ``calls_limit_check`` needs, or None when the ledger cannot tell (an earlier step)."""
@@ -209,13 +217,13 @@ class CallLedger:
         return {"run_n": self.run_n, "run_size": self.run_size, "step_n": self.step_n, "step_size": self.step_size}
 
     def recorded(self, call: LLMCall) -> None:
-        """Count a call just recorded (after its transaction)."""
+        """Count a call just recorded (or deferred)."""
         if self.counts(call.step_index) is None:
             return
         self.run_n, self.step_n = self.run_n + 1, self.step_n + 1
         self.run_size, self.step_size = self.run_size + call.recorded_bytes, self.step_size + call.recorded_bytes
         if call.endpoint and call.completion:
-            self.answers.append((call.pk, call.purpose, call.completion, call.messages))
+            self.answers.append(call)
 
     def holds_answers(self, step_index: int) -> bool:
         """Whether ``answers`` holds every answer of step ``step_index`` (no earlier attempt recorded any)."""
@@ -223,10 +231,37 @@ class CallLedger:
 
     def answer_before(self, purpose: str, text: str) -> tuple[int, object] | None:
         """The newest call of the current step and ``purpose`` that got ``text``: its pk and messages."""
-        for pk, call_purpose, completion, messages in reversed(self.answers):
-            if call_purpose == purpose and completion == text:
-                return pk, messages
+        for call in reversed(self.answers):
+            if call.purpose == purpose and call.completion == text:
+                return call.pk, call.messages
         return None
+
+
+@dataclass
+class Deferred:
+    """An answered call whose record waits for its session's next statement, and what it holds till then."""
+
+    call: LLMCall  # unsaved (its pk None), its fields set
+    reservation: Reservation | None
+    endpoint: ModelEndpoint
+    slot: int
+    since: float = field(default_factory=time.monotonic)
+
+
+#: How long a deferred call may wait for its agent's next message before a tick writes it (and gives its slot back).
+DEFER_MAX_S = 0.05
+
+
+def calls_write(ledger: CallLedger, **run_fields: object) -> None:
+    """Write the call ``ledger`` defers, if any, with ``run_fields`` set on its run in the same statement; with no
+    call waiting, set ``run_fields`` alone (the session's next statement, whatever it was to write)."""
+    deferred = ledger.pending
+    if deferred is None:
+        if run_fields:
+            Run.objects.filter(pk=ledger.run_id).update(**run_fields)
+        return
+    ledger.pending = None
+    _call_record(deferred.call, deferred.reservation, deferred.endpoint, deferred.slot, run_fields)
 
 
 def _recorded_counts(run_id: int, step_index: int) -> dict:
@@ -500,6 +535,8 @@ def complete(
     asked = options_check(options or {})
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
+    if ledger is not None:
+        calls_write(ledger)  # the call before this one first
     if run is not None:
         calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages), ledger=ledger)
     call = _Call(run=run, messages=messages, step_index=step_index, purpose=purpose, ledger=ledger)
@@ -629,13 +666,14 @@ def _slot_give(endpoint: ModelEndpoint, slot: int) -> None:
         )
 
 
-#: A call's record on PostgreSQL: its row, what it adds to its run's counts (its reservation given back) and its slot
-#: given back, in one statement (through the ORM, a transaction of four took twice the time). Its commit does not
-#: wait for PostgreSQL to flush it to disk (synchronous_commit off for this transaction alone: set_config's true),
-#: which costs from one to several milliseconds on a busy disk: what it wrote is never half there, the next commit
-#: that waits (the step's record) flushes it too, and a crash of the database server before any flush (the WAL
-#: writer's, every 200 ms by default) loses it whole. A slot given back twice (the statement failed after giving it)
-#: is a warning of the server's, no error.
+#: A call's record on PostgreSQL: its row, what it adds to its run's counts (its reservation given back; other fields
+#: of the run the session writes next, ``calls_write``) and its slot given back (NULL: given back already), in one
+#: statement (through the ORM, a transaction of four took twice the time). Its commit does not wait for PostgreSQL
+#: to flush it to disk (synchronous_commit off for this transaction alone: set_config's true), which costs from one
+#: to several milliseconds on a busy disk: what it wrote is never half there, the next commit that waits (the step's
+#: record) flushes it too, and a crash of the database server before any flush (the WAL writer's, every 200 ms by
+#: default) loses it whole. A slot given back twice (the statement failed after giving it) is a warning of the
+#: server's, no error.
 CALL_RECORD_SQL = """
 WITH call AS (
     INSERT INTO runner_llmcall (run_id, step_index, purpose, endpoint, model, messages, completion, tokens_in,
@@ -643,16 +681,24 @@ WITH call AS (
     VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
 ), spent AS (
     UPDATE runner_run SET tokens_in = tokens_in + %s, tokens_out = tokens_out + %s, cost = cost + %s,
-        tokens_reserved = GREATEST(tokens_reserved - %s, 0), cost_reserved = GREATEST(cost_reserved - %s, 0)
+        tokens_reserved = GREATEST(tokens_reserved - %s, 0), cost_reserved = GREATEST(cost_reserved - %s, 0){fields}
     WHERE id = %s
 )
 SELECT id, set_config('synchronous_commit', 'off', true), pg_advisory_unlock(%s) FROM call
 """
 
 
-def _call_record(call: LLMCall, reservation: Reservation | None, endpoint: ModelEndpoint, slot: int) -> None:
+def _call_record(
+    call: LLMCall,
+    reservation: Reservation | None,
+    endpoint: ModelEndpoint | None,
+    slot: int | None,
+    run_fields: dict | None = None,
+) -> None:
     """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run, give ``reservation`` back and
-    ``endpoint``'s ``slot`` too, at once: what one writes the other does too."""
+    ``endpoint``'s ``slot`` too (unless None), and set ``run_fields`` on the run, at once: what one writes the other
+    does too."""
+    run_fields = run_fields or {}
     if connection.vendor != "postgresql":
         with transaction.atomic():
             call.save(force_insert=True)
@@ -661,16 +707,21 @@ def _call_record(call: LLMCall, reservation: Reservation | None, endpoint: Model
                 tokens_out=F("tokens_out") + call.tokens_out,
                 cost=F("cost") + call.cost,
                 **_settled(reservation),
+                **run_fields,
             )
-            LLMLease.objects.filter(pk=slot).delete()
+            if slot is not None:
+                LLMLease.objects.filter(pk=slot).delete()
         return
     held = reservation or Reservation(0, Decimal(0))
     row = [call.run_id, call.step_index, call.purpose, call.endpoint, call.model, json.dumps(call.messages)]
     row += [call.completion, call.tokens_in, call.tokens_out, call.cost, call.latency_s, call.error]
     row += [call.recorded_bytes, call.created_at, call.tokens_in, call.tokens_out, call.cost, held.tokens, held.cost]
-    key = _slot_key(endpoint.pk, slot)
+    columns = {f.name: f for f in Run._meta.concrete_fields}
+    fields = "".join(f", {connection.ops.quote_name(columns[name].column)} = %s" for name in run_fields)
+    values = [columns[name].get_db_prep_save(value, connection) for name, value in run_fields.items()]
+    key = _slot_key(endpoint.pk, slot) if slot is not None else None
     with connection.cursor() as cursor:
-        cursor.execute(CALL_RECORD_SQL, [*row, call.run_id, key])
+        cursor.execute(CALL_RECORD_SQL.format(fields=fields), [*row, *values, call.run_id, key])
         call.pk = cursor.fetchone()[0]
     call._state.adding, call._state.db = False, connection.alias
 
@@ -729,7 +780,8 @@ class _Call:
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
         """Store the call, count its tokens and cost to the run and give back its reservation and its slot, in one
-        statement (a connection test stores nothing: ``release`` gives its slot back)."""
+        statement (``calls_write``'s, for a ledger that defers). A connection test stores nothing: ``release`` gives
+        its slot back."""
         cost = cost_of(self.endpoint, tokens_in, tokens_out)
         latency = time.monotonic() - self.started
         if self.run is None:
@@ -750,10 +802,14 @@ class _Call:
             recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
             created_at=timezone.now(),
         )
-        _call_record(call, self.reservation, self.endpoint, self.slot)
+        ledger = self.ledger
+        if ledger is not None and ledger.defers:
+            ledger.pending = Deferred(call, self.reservation, self.endpoint, self.slot)
+        else:
+            _call_record(call, self.reservation, self.endpoint, self.slot)
         self.reservation = self.slot = None
-        if self.ledger is not None:
-            self.ledger.recorded(call)
+        if ledger is not None:
+            ledger.recorded(call)
         return call
 
     def failed(self, exc: EndpointFailure, *, attempt: int, attempts: int, tick: Callable[[], None] | None) -> None:
@@ -830,6 +886,8 @@ def completion_for_run(
 def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str, ledger: CallLedger | None) -> dict:
     """A request no endpoint saw: recorded on the run (no tokens, no cost) so the trace shows what was asked, and
     counted against what a run may record."""
+    if ledger is not None:
+        calls_write(ledger)  # the call before this one first
     calls_limit_check(run, step_index, ledger=ledger)
     call = LLMCall.objects.create(
         run=run,

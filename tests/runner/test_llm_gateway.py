@@ -26,6 +26,7 @@ from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 
 from ..factories import AgentFactory, RunFactory, StepFactory, package_write
+from ..waiting import wait_for
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -49,10 +50,20 @@ def other_worker():
     params = connection.get_connection_params()
     keys = ("dbname", "user", "password", "host", "port")
     other = psycopg.connect(**{k: params[k] for k in keys if params.get(k)}, autocommit=True)
+    backend = other.info.backend_pid
     try:
         yield other
     finally:
         other.close()
+        wait_for(lambda: not _backend_alive(backend), 30, "the other worker's server process to end")
+
+
+def _backend_alive(pid: int) -> bool:
+    """Whether the database's server process ``pid`` is still there (a closed connection's ends a moment after)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # the activity a transaction reads is its first look's
+        cursor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid])
+        return cursor.fetchone() is not None
 
 
 def slot_lock(other, endpoint: ModelEndpoint, slot: int) -> None:
