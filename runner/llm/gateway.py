@@ -22,8 +22,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 import httpx
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -623,11 +625,46 @@ _ENDPOINT_FIELDS = [f.attname for f in ModelEndpoint._meta.concrete_fields]
 _SLOT_TAKE = SLOT_TAKE_SQL.format(columns=", ".join(f'e."{name}"' for name in _ENDPOINT_FIELDS))
 
 
+class _PreparingCursor(psycopg.Cursor):
+    """A cursor that binds its parameters on the server and prepares what it runs, once per connection: the two
+    statements every model call makes (``_slot_take``, ``CALL_RECORD_SQL``) skip their planning (0.1-0.3 ms each).
+    Django's own cursors bind on the client and prepare nothing, as before."""
+
+    def execute(self, query, params=None, *, prepare: bool | None = True, binary: bool | None = None):
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+
+#: What a connection's prepare threshold is set to for ``_PreparingCursor``: PostgreSQL connections are opened
+#: without prepared statements (Django's default, for poolers), and a threshold no statement reaches prepares only
+#: what is asked to be.
+PREPARE_ASKED_ONLY = 1 << 62
+
+
+class _PreparedDebugWrapper(CursorDebugWrapper):
+    """Django's debug wrapper logs the statement a client-bound cursor sent; this one logs what it is given, its
+    parameters in it, as Django shows its own."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return CursorWrapper.execute(self, sql, params)
+
+
+def _prepared_cursor() -> CursorWrapper:
+    """A ``_PreparingCursor`` of the default connection, wrapped as Django wraps its own (errors as Django's, queries
+    logged where Django logs them)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = PREPARE_ASKED_ONLY
+    wrapper = _PreparedDebugWrapper if connection.queries_logged else CursorWrapper
+    return wrapper(_PreparingCursor(raw), connection)
+
+
 def _slot_take(model: str, asked: dict) -> ModelEndpoint:
     """The enabled endpoint named ``model`` with a free slot of it taken (``endpoint.slot``), or with ``slot`` None
     when all its slots are in use. Raises ``no_endpoint``'s error when there is no such endpoint."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        with _prepared_cursor() as cursor:
             cursor.execute(_SLOT_TAKE, [MAX_SLOTS, SLOT_LOCKS, model])
             row = cursor.fetchone()
         if row is None:
@@ -720,7 +757,7 @@ def _call_record(
     fields = "".join(f", {connection.ops.quote_name(columns[name].column)} = %s" for name in run_fields)
     values = [columns[name].get_db_prep_save(value, connection) for name, value in run_fields.items()]
     key = _slot_key(endpoint.pk, slot) if slot is not None else None
-    with connection.cursor() as cursor:
+    with _prepared_cursor() as cursor:
         cursor.execute(CALL_RECORD_SQL.format(fields=fields), [*row, *values, call.run_id, key])
         call.pk = cursor.fetchone()[0]
     call._state.adding, call._state.db = False, connection.alias

@@ -140,6 +140,18 @@ def test_a_call_takes_its_slot_with_its_endpoint_and_gives_it_back_with_its_reco
     assert "the same answer as the same request got" in LLMCall.objects.filter(run=run).latest("pk").error
 
 
+def test_a_calls_two_statements_are_prepared_once_per_connection_and_django_prepares_nothing(run, llm_server):
+    llm_server.default = "ok"
+    for step in range(3):
+        complete(run=run, messages=MESSAGES, step_index=step)
+    RunFactory(task_version=run.task_version, agent=run.agent)  # a statement of Django's own
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
+        prepared = sorted(" ".join(row[0].split())[:24] for row in cursor.fetchall())
+    assert prepared == ['SELECT e."id", e."name",', "WITH call AS ( INSERT IN"]
+
+
 def test_a_ledger_counts_the_calls_an_earlier_attempt_recorded_in_its_step(run, llm_server, settings):
     """A resumed attempt's first step may hold calls its predecessor made: the ledger reads them once, counts them
     to the step's limit, and looks up a repeated answer among them; a later step is counted from nothing."""
