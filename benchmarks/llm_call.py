@@ -4,7 +4,11 @@ gateway does) and with a client built for each call (as it did), interleaved. Wh
 cost of a call. A throwaway SQLite database under a temporary folder; ``--database-url`` measures another (it is
 migrated and gets a task, a run and an endpoint: give it a scratch database, never a live one).
 
-    .venv/bin/python benchmarks/llm_call.py [--repeats 50] [--database-url postgres://.../scratch]
+``--clients`` also times the HTTP request alone, an 8 kB prompt (a research agent's) to a server answering at once in
+a process of its own (``agent_step.py``'s), by client, interleaved: the gateway's (urllib3's connection pool), httpx's
+and the ``openai`` package's (what the gateway used before; it is installed with the dev extra).
+
+    .venv/bin/python benchmarks/llm_call.py [--repeats 50] [--database-url postgres://.../scratch] [--clients]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 ANSWER = json.dumps(
     {
@@ -53,13 +58,14 @@ class Answer(BaseHTTPRequestHandler):
 
 def summary(name: str, seconds: list[float]) -> str:
     ms = sorted(s * 1000 for s in seconds)
-    return f"{name:<44} median {statistics.median(ms):6.1f} ms   p90 {ms[int(len(ms) * 0.9) - 1]:6.1f} ms"
+    return f"{name:<44} median {statistics.median(ms):6.2f} ms   p90 {ms[int(len(ms) * 0.9) - 1]:6.2f} ms"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
+    parser.add_argument("--clients", action="store_true", help="also time the HTTP request alone, by client")
     args = parser.parse_args()
     var = Path(tempfile.mkdtemp(prefix="llmbench-"))
     os.environ["BENCH_VAR_DIR"] = str(var)
@@ -104,6 +110,42 @@ def main() -> None:
     print(summary("the endpoint's kept client", kept))
     print(summary("a client built for the call", fresh))
     print(f"{'ratio (medians, built / kept)':<44} {statistics.median(fresh) / statistics.median(kept):6.2f}x")
+    if args.clients:
+        clients_compare(args.repeats * 10)
+
+
+def clients_compare(repeats: int) -> None:
+    """The HTTP request alone, by client, against ``agent_step.py``'s model in a process of its own."""
+    import httpx
+    import openai
+    from agent_step import model_start
+
+    from runner.llm import gateway
+    from runner.models import ModelEndpoint
+
+    server, base_url = model_start()
+    endpoint = ModelEndpoint(name="bench-clients", base_url=base_url, model_id="bench")
+    messages = [{"role": "user", "content": "x" * 8000}]
+    options = {"max_tokens": 500, "temperature": 0.2, "stop": ["Observation:"]}
+    kept = gateway.client_for(endpoint)
+    plain = httpx.Client(base_url=base_url)
+    typed = openai.OpenAI(base_url=base_url, api_key="not-needed", max_retries=0)
+    requests = {
+        "the gateway's (urllib3's pool)": lambda: gateway._call(kept, endpoint, messages, options, 30),
+        "httpx": lambda: plain.post("chat/completions", json={"model": "bench", "messages": messages, **options}),
+        "openai": lambda: typed.chat.completions.create(model="bench", messages=messages, timeout=30, **options),
+    }
+    times: dict[str, list[float]] = {name: [] for name in requests}
+    for _ in range(repeats):
+        for name, request in requests.items():
+            started = time.perf_counter()
+            request()
+            times[name].append(time.perf_counter() - started)
+    server.kill()
+    server.wait()
+    print(f"the HTTP request alone (an 8 kB prompt), {repeats} times each, interleaved, load {os.getloadavg()[0]:.1f}:")
+    for name, seconds in times.items():
+        print(summary(name, seconds[repeats // 10 :]))  # after the first tenth: connections open, code warm
 
 
 if __name__ == "__main__":

@@ -189,7 +189,7 @@ def test_a_cost_budget_that_runs_out_ends_the_run_as_a_limit(tiny_task, research
     "problem, expected",
     [
         ("no key", "environment variable BENCH_TEST_KEY is empty on this worker"),
-        ("unreachable", "test-model failed 2 times: no answer from http://127.0.0.1:9/v1 (ConnectError"),
+        ("unreachable", "test-model failed 2 times: no connection to http://127.0.0.1:9/v1"),
     ],
 )
 def test_an_endpoint_without_its_key_or_out_of_reach_fails_the_run_with_a_clear_error(

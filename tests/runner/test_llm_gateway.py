@@ -26,6 +26,7 @@ from runner.models import LLMCall, ModelEndpoint, Run
 from runner.services import run_create
 
 from ..factories import AgentFactory, RunFactory, StepFactory, package_write
+from ..llm_server import FakeOpenAI
 from ..waiting import wait_for
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -236,8 +237,9 @@ def test_an_address_no_client_can_call_is_an_infrastructure_error_not_retried(ru
     with pytest.raises(LLMError) as exc:
         complete(run=run, messages=MESSAGES)
 
-    assert exc.value.kind == "infrastructure" and "unsupported protocol 'ftp://'" in str(exc.value)
-    assert LLMCall.objects.get(run=run).error.startswith("the endpoint's address ftp://127.0.0.1/v1 cannot be called")
+    said = "its address ftp://127.0.0.1/v1 cannot be called: Not supported URL scheme ftp"
+    assert exc.value.kind == "infrastructure" and str(exc.value) == f"the model endpoint test-model failed: {said}"
+    assert LLMCall.objects.get(run=run).error == said
 
 
 def test_a_token_budget_refuses_the_call_that_would_exceed_it(run, llm_server):
@@ -279,6 +281,23 @@ def test_the_api_key_is_sent_from_the_environment(run, endpoint, llm_server, mon
     complete(run=run, messages=MESSAGES)
 
     assert llm_server.requests[0]["_auth"] == "Bearer sk-test-123"
+
+
+def test_a_proxy_the_environment_names_carries_the_call_unless_the_endpoint_is_exempt(run, endpoint, monkeypatch):
+    proxy = FakeOpenAI().start()  # a proxy gets the request with the endpoint's whole URL: the fake answers it
+    proxy.default = "through the proxy"
+    try:
+        monkeypatch.setenv("http_proxy", proxy.base_url.removesuffix("/v1"))
+        monkeypatch.setenv("no_proxy", "exempt.invalid")
+        ModelEndpoint.objects.filter(pk=endpoint.pk).update(base_url="http://model.invalid:8080/v1", timeout_s=2)
+
+        assert complete(run=run, messages=MESSAGES).text == "through the proxy"
+        ModelEndpoint.objects.filter(pk=endpoint.pk).update(base_url="http://exempt.invalid:8080/v1")
+        with pytest.raises(LLMError, match="no connection to http://exempt.invalid:8080/v1"):
+            complete(run=run, messages=MESSAGES)
+    finally:
+        proxy.stop()
+    assert len(proxy.requests) == 1
 
 
 def test_an_unknown_model_names_the_configured_ones(run, endpoint):
