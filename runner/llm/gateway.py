@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 ALLOWED_OPTIONS = {"temperature", "max_tokens", "stop", "top_p", "seed"}
 MAX_COMPLETION_TOKENS = 200_000
+#: The most of an endpoint's answer that is read: a chat completion of MAX_COMPLETION_TOKENS tokens is a few MB at
+#: most; a sick server sending more does not fill the worker's memory.
+MAX_ANSWER_BYTES = 32 << 20
 CHARS_PER_TOKEN = 4
 
 
@@ -384,10 +387,10 @@ class EndpointFailure(Exception):
         self.transient, self.status, self.refused, self.retry_after = transient, status, refused, retry_after
 
 
-def _status_failure(response: urllib3.BaseHTTPResponse) -> EndpointFailure:
+def _status_failure(status: int, headers: urllib3.HTTPHeaderDict, data: bytes) -> EndpointFailure:
     """An HTTP error status, with the message the endpoint gave (OpenAI's ``{"error": {"message": ...}}``, a
     bare ``{"error": ...}`` or ``{"detail": ...}``, else the body's text)."""
-    status, text = response.status, response.data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace")
     try:
         body = json.loads(text)
     except ValueError:
@@ -397,7 +400,7 @@ def _status_failure(response: urllib3.BaseHTTPResponse) -> EndpointFailure:
         error = error.get("message", error)
     message = str(error) if error else text
     try:
-        retry_after = float(response.headers.get("retry-after", ""))
+        retry_after = float(headers.get("retry-after", ""))
     except ValueError:
         retry_after = None
     return EndpointFailure(
@@ -426,7 +429,9 @@ def _call(
             timeout=urllib3.Timeout(connect=timeout, read=timeout),
             retries=False,
             redirect=False,
+            preload_content=False,
         )
+        data = response.read(MAX_ANSWER_BYTES + 1)
     except urllib3.exceptions.LocationValueError as exc:
         raise EndpointFailure(f"its address {endpoint.base_url} cannot be called: {exc}", transient=False) from None
     except urllib3.exceptions.NewConnectionError as exc:  # a ConnectTimeoutError too, for urllib3 1.x's sake
@@ -435,18 +440,26 @@ def _call(
         raise EndpointFailure(timeout_reason(endpoint, int(options["max_tokens"]))) from None
     except urllib3.exceptions.HTTPError as exc:
         raise EndpointFailure(f"no answer from {endpoint.base_url} ({type(exc).__name__}: {str(exc)[:300]})") from None
+    if len(data) > MAX_ANSWER_BYTES:
+        response.close()  # the rest is never read: its connection is not kept
+        raise EndpointFailure(
+            f"the answer is over {MAX_ANSWER_BYTES:,} bytes, more than any chat completion of "
+            f"{MAX_COMPLETION_TOKENS} tokens; the endpoint is misbehaving",
+            transient=False,
+        )
+    response.release_conn()
     if not 200 <= response.status < 300:
-        raise _status_failure(response)
+        raise _status_failure(response.status, response.headers, data)
     try:
-        answer = json.loads(response.data)
+        answer = json.loads(data)
     except ValueError:
-        shown = response.data[:300].decode("utf-8", "replace")
+        shown = data[:300].decode("utf-8", "replace")
         raise EndpointFailure(f"the answer is not a chat completion (not JSON): {shown!r}") from None
     choices = answer.get("choices") if isinstance(answer, dict) else None
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
     if not isinstance(message, dict):
-        raise EndpointFailure(f"the response has no choices: {response.data[:300].decode('utf-8', 'replace')}")
+        raise EndpointFailure(f"the response has no choices: {data[:300].decode('utf-8', 'replace')}")
     text = message.get("content")
     if text is None:
         text = ""

@@ -407,6 +407,15 @@ SQLITE_SLOTS = textwrap.dedent(
     run.refresh_from_db()
     call = LLMCall.objects.get(run=run)
     print("recorded", call.completion, call.step_index, run.tokens_in, run.tokens_out, run.tokens_reserved)
+
+    from runner.llm.gateway import CallLedger, calls_write
+    ledger = CallLedger(run.pk, defers=True)  # a session's: the call written with the run's next fields
+    complete(run=run, messages=[{"role": "user", "content": "hi"}], step_index=3, ledger=ledger)
+    leases = LLMLease.objects.count()
+    calls_write(ledger, live_action="List Files", live_output="")
+    run.refresh_from_db()
+    print("deferred", leases, LLMLease.objects.count(), LLMCall.objects.filter(run=run).count(), run.live_action,
+          run.tokens_in, run.tokens_reserved)
     server.stop()
     """
 )
@@ -428,8 +437,8 @@ def test_on_sqlite_an_endpoint_slot_is_a_lease_row(tmp_path):
         [sys.executable, "-c", SQLITE_SLOTS], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = ["expired done", "waited done True 0", "recorded recorded 2 7 3 0"]
-    assert done.stdout.split("\n")[:3] == lines, done.stdout + done.stderr
+    lines = ["expired done", "waited done True 0", "recorded recorded 2 7 3 0", "deferred 1 0 2 List Files 14 0"]
+    assert done.stdout.split("\n")[:4] == lines, done.stdout + done.stderr
 
 
 def test_the_admin_test_connection_action_says_what_is_wrong_with_each_endpoint(

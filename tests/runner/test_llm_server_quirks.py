@@ -189,3 +189,22 @@ def test_usage_the_endpoint_reports_is_counted_as_it_is(run, llm_server):
     llm_server.script = [chat_completion({"content": "ok"}, usage={"prompt_tokens": 12, "completion_tokens": 0})]
 
     assert (complete(run=run, messages=MESSAGES).tokens_in, LLMCall.objects.get(run=run).error) == (12, "")
+
+
+def test_an_answer_larger_than_any_completion_is_not_read_whole_nor_retried(run, llm_server, settings, monkeypatch):
+    """A sick server streaming without end never fills the worker's memory: past MAX_ANSWER_BYTES the answer is cut
+    off, its connection dropped, and the next call gets a fresh one."""
+    from runner.llm import gateway
+
+    settings.BENCH_LLM_MAX_RETRIES = 2
+    monkeypatch.setattr(gateway, "MAX_ANSWER_BYTES", 64)
+    llm_server.script = [{"content": "x" * 200}]
+
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=MESSAGES)
+
+    assert exc.value.kind == "infrastructure" and len(llm_server.requests) == 1
+    assert "the answer is over 64 bytes" in str(exc.value)
+    monkeypatch.setattr(gateway, "MAX_ANSWER_BYTES", 32 << 20)
+    llm_server.script = ["fine"]
+    assert complete(run=run, messages=MESSAGES).text == "fine"
