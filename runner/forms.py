@@ -7,6 +7,7 @@ from django.http import HttpRequest
 
 from task_bank.models import Task
 
+from .logs.inspect_read import is_inspect_name
 from .models import Agent, ModelEndpoint, RunLimits
 
 
@@ -37,9 +38,10 @@ class AgentUploadForm(forms.Form):
 
 class TraceUploadForm(forms.Form):
     log = forms.FileField(
-        label="Log (zip)",
+        label="Log (zip, or an Inspect log)",
         help_text="An MLAgentBench log folder, zipped: env_log/trace.json and env_log/traces/step_N_files/ "
-        "(step_final_files/ and overall_time.txt if the run ended), or what a run page's download gives.",
+        "(step_final_files/ and overall_time.txt if the run ended), or what a run page's download gives; or an "
+        "Inspect AI eval log (.json or .eval), a run per sample, not scored here (it holds no workspace files).",
     )
     task = forms.ChoiceField(
         required=False,
@@ -61,8 +63,10 @@ class TraceUploadForm(forms.Form):
 
     def clean_log(self):
         log = self.cleaned_data["log"]
-        if not log.name.lower().endswith(".zip"):
-            raise forms.ValidationError(f"{log.name} is not a .zip file; upload the log folder zipped")
+        if not log.name.lower().endswith(".zip") and not is_inspect_name(log.name):
+            raise forms.ValidationError(
+                f"{log.name} is not a .zip file, nor an Inspect log (.json, .eval); upload the log folder zipped"
+            )
         return log
 
 

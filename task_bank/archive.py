@@ -208,17 +208,27 @@ def archive_create(root: Path, out: Path, *, prefix: str) -> int:
 
 
 @contextmanager
-def upload_saved(upload: UploadedFile, *, prefix: str) -> Iterator[Path]:
+def upload_saved(upload: UploadedFile, *, prefix: str, keep_name: bool = False) -> Iterator[Path]:
     """``with upload_saved(upload, prefix=...) as path:`` an uploaded file (the page's or the API's) written to a
-    temporary file, streamed chunk by chunk, and removed afterwards whatever happens."""
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=Path(upload.name or "").suffix or ".zip")
+    temporary file, streamed chunk by chunk, and removed afterwards whatever happens. ``keep_name``: the file has the
+    upload's own name (in a folder of its own), so what is said of it names the file its uploader knows."""
+    if keep_name:
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        base = Path(upload.name or "").name
+        path = folder / (base if base not in ("", ".", "..") else "upload")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    else:
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=Path(upload.name or "").suffix or ".zip")
+        path = Path(name)
     try:
         with os.fdopen(fd, "wb") as out:
             for chunk in upload.chunks():
                 out.write(chunk)
-        yield Path(name)
+        yield path
     finally:
-        Path(name).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+        if keep_name:
+            path.parent.rmdir()
 
 
 class extracted:  # noqa: N801 - used as a context manager, reads like a function

@@ -1,4 +1,5 @@
-"""``POST /api/v1/traces/``: an MLAgentBench log uploaded as a self-reported run; ``GET
+"""``POST /api/v1/traces/``: an MLAgentBench log uploaded as a self-reported run; ``POST /api/v1/traces/inspect/``:
+an Inspect AI log as a self-reported run per sample; ``GET
 /api/v1/runs/{id}/inspect-log/`` and ``/api/v1/batches/{id}/inspect-log/``: runs as an Inspect AI eval log."""
 
 from django.http import Http404
@@ -14,8 +15,9 @@ from ..api import RunSerializer
 from ..models import Run
 from ..selectors import runs_visible_to
 from ..throttles import TraceUploadThrottle
-from .imports import TraceImportError, trace_upload
+from .imports import TraceImportError, inspect_upload, trace_upload
 from .inspect_export import inspect_log_name
+from .inspect_read import is_inspect_name
 from .views import inspect_log_response
 
 
@@ -50,11 +52,18 @@ def trace_import_api(request):
     as the log says, its final workspace scored here by a worker's job: `score_pending` is true, and `final_score`
     empty, until it is (`GET /api/v1/runs/{id}/`). Rankings leave it out unless asked (`?origin=all`), and until
     scored. A bad log is a 400 naming the problem, and nothing is written."""
-    upload = TraceUploadSerializer(data=request.data)
+    run = _uploaded(request, TraceUploadSerializer, trace_upload)
+    return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+def _uploaded(request, serializer_class: type[TraceUploadSerializer], importer):
+    """The request's upload checked by ``serializer_class`` and imported by ``importer`` (``trace_upload``,
+    ``inspect_upload``) under the requesting user; a log that cannot be imported is a 400 naming why."""
+    upload = serializer_class(data=request.data)
     upload.is_valid(raise_exception=True)
     data = upload.validated_data
     try:
-        run = trace_upload(
+        return importer(
             upload=data["log"],
             owner=request.user,
             task_slug=data.get("task"),
@@ -63,7 +72,35 @@ def trace_import_api(request):
         )
     except TraceImportError as exc:
         raise serializers.ValidationError({"log": [str(exc)]}) from None
-    return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class InspectUploadSerializer(TraceUploadSerializer):
+    log = serializers.FileField(
+        help_text="An Inspect AI eval log: a .json file (what `inspect eval --log-format json` and "
+        "`GET /api/v1/runs/{id}/inspect-log/` write) or a .eval file (Inspect's own format)."
+    )
+
+    def validate_log(self, log):
+        if not is_inspect_name(log.name):
+            raise serializers.ValidationError(f"{log.name} is not an Inspect log: its name ends in .json or .eval")
+        return log
+
+
+@extend_schema(
+    request={"multipart/form-data": InspectUploadSerializer},
+    responses={201: RunSerializer(many=True), **errors(403, 429)},
+)
+@api_view(["POST"])
+@permission_classes([permissions.IsAuthenticated])
+@throttle_classes([TraceUploadThrottle])
+@parser_classes([MultiPartParser])
+def inspect_import_api(request):
+    """Import runs made elsewhere from an Inspect AI eval log (as `import_trace` does): a self-reported run per
+    sample, its steps the sample's model calls and tool calls, not scored here (an Inspect log holds no workspace
+    files; the score the log reports is kept in the run's reason for having none). Every sample is checked before
+    anything is written: a bad log is a 400 naming the problem, and nothing is written."""
+    runs = _uploaded(request, InspectUploadSerializer, inspect_upload)
+    return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(responses={(200, "application/json"): dict, **errors(404)})

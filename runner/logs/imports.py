@@ -314,22 +314,52 @@ def trace_upload(
     at most ``BENCH_TASK_MAX_BYTES``, of a ready task version, under an agent of ``owner``'s unless they are staff,
     its final workspace scored by a worker's job. ``TraceImportError`` on a bad upload, and nothing written (the
     upload's copy is removed whatever happens)."""
+    return _upload_import(
+        upload,
+        owner,
+        trace_import,
+        prefix="trace-upload-",
+        task_slug=task_slug,
+        agent_name=agent_name,
+        model=model,
+        score_later=True,
+    )
+
+
+def _upload_import(upload: UploadedFile, owner: AbstractBaseUser, importer, *, prefix: str, **fields):
+    """``importer`` (``trace_import``, ``inspect_import``) on an upload, with the rules of every upload: at most
+    ``BENCH_TASK_MAX_BYTES``, of ready task versions, under agents of ``owner``'s unless they are staff; the
+    upload's copy (under its own name) removed whatever happens."""
     if upload.size > settings.BENCH_TASK_MAX_BYTES:
         raise TraceImportError(
             f"the upload is {upload.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} bytes are allowed"
         )
-    with upload_saved(upload, prefix="trace-upload-") as path:
-        return trace_import(
+    with upload_saved(upload, prefix=prefix, keep_name=True) as path:
+        return importer(
             source=path,
-            task_slug=task_slug,
-            agent_name=agent_name,
-            model=model,
             owner=owner,
             only_own_agents=not owner.is_staff,
-            score_later=True,
             ready_only=True,
             default_agent=upload_default_agent(owner),
+            **fields,
         )
+
+
+def inspect_upload(
+    *,
+    upload: UploadedFile,
+    owner: AbstractBaseUser,
+    task_slug: str | None = None,
+    agent_name: str | None = None,
+    model: str | None = None,
+) -> list[Run]:
+    """An uploaded Inspect AI log (``.json`` or ``.eval``; the API's and the site's upload) imported as
+    ``inspect_import`` imports a path, a run per sample, with ``trace_upload``'s rules: at most
+    ``BENCH_TASK_MAX_BYTES``, of ready task versions, under agents of ``owner``'s unless they are staff.
+    ``TraceImportError`` on a bad upload, and nothing written."""
+    return _upload_import(
+        upload, owner, inspect_import, prefix="inspect-upload-", task_slug=task_slug, agent_name=agent_name, model=model
+    )
 
 
 #: Why a run imported from an Inspect log has no score.

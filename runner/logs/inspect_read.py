@@ -39,9 +39,18 @@ EXPECTED_INSPECT = "an Inspect AI eval log in JSON (what inspect_ai.log.write_ev
 EVAL_SUFFIX = ".eval"
 
 
+#: The names of Inspect log files: JSON, and Inspect's own zipped format.
+INSPECT_SUFFIXES = (".json", EVAL_SUFFIX)
+
+
+def is_inspect_name(name: str) -> bool:
+    """Whether a file named ``name`` is meant as an Inspect log, not an MLAgentBench log's zip."""
+    return Path(name).suffix.lower() in INSPECT_SUFFIXES
+
+
 def is_inspect_log(path: Path) -> bool:
     """Whether ``path`` is meant as an Inspect log (a ``.json`` or ``.eval`` file), not an MLAgentBench one."""
-    return path.is_file() and path.suffix.lower() in (".json", EVAL_SUFFIX)
+    return path.is_file() and is_inspect_name(path.name)
 
 
 def _when(value: object, where: str) -> float | None:

@@ -1,4 +1,5 @@
-"""The log upload page (an MLAgentBench log imported as a self-reported run) and the Inspect AI log downloads."""
+"""The log upload page (an MLAgentBench log imported as a self-reported run, or an Inspect AI log as a run per
+sample) and the Inspect AI log downloads."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,14 +14,16 @@ from ..forms import TraceUploadForm, form_throttled
 from ..models import Run
 from ..selectors import runs_visible_to
 from ..throttles import TraceUploadThrottle
-from .imports import TraceImportError, trace_upload, upload_default_agent
+from .imports import TraceImportError, inspect_upload, trace_upload, upload_default_agent
 from .inspect_export import inspect_log_file, inspect_log_filename, inspect_log_name
+from .inspect_read import is_inspect_name
 
 
 @login_required
 def trace_upload_view(request: HttpRequest) -> HttpResponse:
-    """Upload an MLAgentBench log: imported as ``import_trace`` does, as a self-reported run under an agent of one's
-    own, its final workspace scored by a worker's job; refused with the reason (nothing kept), or the run's page."""
+    """Upload an MLAgentBench log (a zip) or an Inspect AI log (``.json``, ``.eval``): imported as ``import_trace``
+    does, as self-reported runs under an agent of one's own (an MLAgentBench log's final workspace scored by a
+    worker's job); refused with the reason (nothing kept), or the (first) run's page."""
     ready = Task.objects.filter(is_enabled=True, current_version__status=TaskVersion.Status.READY)  # what it accepts
     tasks = list(ready.order_by("slug").values_list("slug", "title"))
     form = TraceUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
@@ -31,27 +34,39 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
             status = 429
         else:
             data = form.cleaned_data
+            inspect = is_inspect_name(data["log"].name)
+            upload = {
+                "upload": data["log"],
+                "owner": request.user,
+                "task_slug": data["task"] or None,
+                "agent_name": data["agent"] or None,
+                "model": data["model"] or None,
+            }
             try:
-                run = trace_upload(
-                    upload=data["log"],
-                    owner=request.user,
-                    task_slug=data["task"] or None,
-                    agent_name=data["agent"] or None,
-                    model=data["model"] or None,
-                )
+                runs = inspect_upload(**upload) if inspect else [trace_upload(**upload)]
             except TraceImportError as exc:
                 form.add_error("log", str(exc))
                 status = 400
             else:
-                messages.success(
-                    request,
-                    f"run {run.pk} imported: self-reported, {run.steps_count} steps; its final workspace is being "
-                    "scored in the sandbox",
-                )
-                return redirect(reverse("runner:run_detail", args=[run.pk]))
+                messages.success(request, _imported(runs, inspect=inspect))
+                return redirect(reverse("runner:run_detail", args=[runs[0].pk]))
     elif request.method == "POST":
         status = 400
     return render(request, "runner/trace_upload.html", {"form": form}, status=status)
+
+
+def _imported(runs: list[Run], *, inspect: bool) -> str:
+    """What an upload imported, in words."""
+    if not inspect:
+        return (
+            f"run {runs[0].pk} imported: self-reported, {runs[0].steps_count} steps; its final workspace is being "
+            "scored in the sandbox"
+        )
+    listed = ", ".join(f"{run.pk} ({run.steps_count} steps)" for run in runs)
+    return (
+        f"{len(runs)} run{'s' if len(runs) > 1 else ''} imported from the Inspect log: {listed}; self-reported, not "
+        "scored (an Inspect log holds no workspace files)"
+    )
 
 
 def inspect_log_response(runs: QuerySet[Run], *, name: str, batch: int | None = None) -> FileResponse:
