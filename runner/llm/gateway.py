@@ -754,7 +754,7 @@ def _slot_give(endpoint: ModelEndpoint, slot: int) -> None:
 
 
 #: A call's record on PostgreSQL: its row, what it adds to its run's counts (its reservation given back; other fields
-#: of the run the session writes next, ``calls_write``) and its slot given back (NULL: given back already), in one
+#: of the run the session writes next, ``calls_write``) and its slot given back, in one
 #: statement (through the ORM, a transaction of four took twice the time). Its commit does not wait for PostgreSQL
 #: to flush it to disk (synchronous_commit off for this transaction alone: set_config's true), which costs from one
 #: to several milliseconds on a busy disk: what it wrote is never half there, the next commit that waits (the step's
@@ -776,15 +776,10 @@ SELECT id, set_config('synchronous_commit', 'off', true), pg_advisory_unlock(%s)
 
 
 def _call_record(
-    call: LLMCall,
-    reservation: Reservation | None,
-    endpoint: ModelEndpoint | None,
-    slot: int | None,
-    run_fields: dict | None = None,
+    call: LLMCall, reservation: Reservation | None, endpoint: ModelEndpoint, slot: int, run_fields: dict | None = None
 ) -> None:
     """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run, give ``reservation`` back and
-    ``endpoint``'s ``slot`` too (unless None), and set ``run_fields`` on the run, at once: what one writes the other
-    does too."""
+    ``endpoint``'s ``slot`` too, and set ``run_fields`` on the run, at once: what one writes the other does too."""
     run_fields = run_fields or {}
     if connection.vendor != "postgresql":
         with transaction.atomic():
@@ -796,19 +791,21 @@ def _call_record(
                 **_settled(reservation),
                 **run_fields,
             )
-            if slot is not None:
-                LLMLease.objects.filter(pk=slot).delete()
+            LLMLease.objects.filter(pk=slot).delete()
         return
     held = reservation or Reservation(0, Decimal(0))
     row = [call.run_id, call.step_index, call.purpose, call.endpoint, call.model, json.dumps(call.messages)]
     row += [call.completion, call.tokens_in, call.tokens_out, call.cost, call.latency_s, call.error]
     row += [call.recorded_bytes, call.created_at, call.tokens_in, call.tokens_out, call.cost, held.tokens, held.cost]
-    columns = {f.name: f for f in Run._meta.concrete_fields}
-    fields = "".join(f", {connection.ops.quote_name(columns[name].column)} = %s" for name in run_fields)
-    values = [columns[name].get_db_prep_save(value, connection) for name, value in run_fields.items()]
-    key = _slot_key(endpoint.pk, slot) if slot is not None else None
+    set_also = [Run._meta.get_field(name) for name in run_fields]
+    fields = "".join(f", {connection.ops.quote_name(field.column)} = %s" for field in set_also)
+    values = [
+        field.get_db_prep_save(value, connection) for field, value in zip(set_also, run_fields.values(), strict=True)
+    ]
     with _prepared_cursor() as cursor:
-        cursor.execute(CALL_RECORD_SQL.format(fields=fields), [*row, *values, call.run_id, key])
+        cursor.execute(
+            CALL_RECORD_SQL.format(fields=fields), [*row, *values, call.run_id, _slot_key(endpoint.pk, slot)]
+        )
         call.pk = cursor.fetchone()[0]
     call._state.adding, call._state.db = False, connection.alias
 
