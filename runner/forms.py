@@ -41,7 +41,7 @@ class TraceUploadForm(forms.Form):
         label="Log (zip, or an Inspect log)",
         help_text="An MLAgentBench log folder, zipped: env_log/trace.json and env_log/traces/step_N_files/ "
         "(step_final_files/ and overall_time.txt if the run ended), or what a run page's download gives; or an "
-        "Inspect AI eval log (.json or .eval), a run per sample, not scored here (it holds no workspace files).",
+        "Inspect AI eval log in JSON, a run per sample, not scored here (it holds no workspace files).",
     )
     task = forms.ChoiceField(
         required=False,

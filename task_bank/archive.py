@@ -214,8 +214,9 @@ def upload_saved(upload: UploadedFile, *, prefix: str, keep_name: bool = False) 
     upload's own name (in a folder of its own), so what is said of it names the file its uploader knows."""
     if keep_name:
         folder = Path(tempfile.mkdtemp(prefix=prefix))
-        base = Path(upload.name or "").name
-        path = folder / (base if base not in ("", ".", "..") else "upload")
+        base = Path(upload.name or "").name  # a name the file system takes: a short one of printable characters
+        fits = base not in ("", ".", "..") and len(base.encode()) <= 200 and base.isprintable()
+        path = folder / (base if fits else "upload" + Path(base).suffix[:20])
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     else:
         fd, name = tempfile.mkstemp(prefix=prefix, suffix=Path(upload.name or "").suffix or ".zip")

@@ -77,7 +77,7 @@ def _uploaded(request, serializer_class: type[TraceUploadSerializer], importer):
 class InspectUploadSerializer(TraceUploadSerializer):
     log = serializers.FileField(
         help_text="An Inspect AI eval log: a .json file (what `inspect eval --log-format json` and "
-        "`GET /api/v1/runs/{id}/inspect-log/` write) or a .eval file (Inspect's own format)."
+        "`GET /api/v1/runs/{id}/inspect-log/` write); a .eval file is refused with how to convert it."
     )
 
     def validate_log(self, log):

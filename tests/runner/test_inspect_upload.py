@@ -57,6 +57,7 @@ def test_a_log_uploaded_through_the_api_is_a_self_reported_run_per_sample_of_the
         ("run.zip", b"PK\x03\x04", "run.zip is not an Inspect log: its name ends in .json or .eval"),
         ("theirs.json", b"{not json", "theirs.json"),
         ("theirs.eval", b"PK\x03\x04", "convert it"),
+        ("é" * 250 + ".json", b"{not json", "upload.json does not parse as JSON"),  # a name too long to keep
     ],
 )
 def test_what_is_no_inspect_log_is_refused_through_the_api_and_nothing_is_kept(
