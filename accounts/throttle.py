@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from bench.shared_cache import count_hit
+from core.shared_cache import count_hit
 
 
 def client_address(request: HttpRequest) -> str:

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import FormView
 
-from bench.roles import roles_of
+from core.roles import roles_of
 from runner.selectors import stored_by
 
 from .forms import SignUpForm, TokenCreateForm

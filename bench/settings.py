@@ -95,7 +95,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "bench.middleware.RejectNulBytesMiddleware",
+    "core.middleware.RejectNulBytesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -163,7 +163,7 @@ MEDIA_URL = "media/"
 
 # --- Caches -------------------------------------------------------------------------------------------
 # "default": this process's memory, for what is only a cache (the leaderboard's figures, rendered step cards).
-# "shared": what every web process must count together (bench.shared_cache): the sign-up, sign-in, upload and
+# "shared": what every web process must count together (core.shared_cache): the sign-up, sign-in, upload and
 # run-request limits. A table in the database (runner's migration 0017 creates it) unless BENCH_SHARED_CACHE_URL
 # names a Redis server (a database of its own: clearing the cache empties the whole database).
 BENCH_SHARED_CACHE_URL = os.environ.get("BENCH_SHARED_CACHE_URL", "")
@@ -179,7 +179,7 @@ CACHES = {
     if BENCH_SHARED_CACHE_URL
     else {
         "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-        "LOCATION": "bench_shared_cache",  # bench.shared_cache.SHARED_CACHE_TABLE
+        "LOCATION": "bench_shared_cache",  # core.shared_cache.SHARED_CACHE_TABLE
         # Past this many entries the table drops its expired ones, then a third of the rest: far above the counts
         # of one window, so a live count is not dropped.
         "OPTIONS": {"MAX_ENTRIES": 100_000},
@@ -220,9 +220,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "bench.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "bench.schema.BenchAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.schema.BenchAutoSchema",
     # Uploads work in the sandbox (an agent's smoke test, a log's scoring): at most this many per user
     # (?/minute, ?/hour, ?/day). Requests for runs (a submission, or staff starting runs) per user, site and API
     # together. Counted in the shared cache (CACHES above).

@@ -5,11 +5,11 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from bench.health import healthz
+from core.health import healthz
 from leaderboard.api import leaderboard_api, reproduction_api, reproductions_api
-from runner.agents.api import AgentViewSet, SubmissionViewSet
-from runner.api import RunViewSet
-from runner.logs.api import batch_inspect_log_api, inspect_import_api, run_inspect_log_api, trace_import_api
+from runner.api.agents import AgentViewSet, SubmissionViewSet
+from runner.api.logs import batch_inspect_log_api, inspect_import_api, run_inspect_log_api, trace_import_api
+from runner.api.runs import RunViewSet
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()
@@ -37,4 +37,4 @@ urlpatterns = [
     path("", include("runner.urls")),
 ]
 
-handler404 = "bench.errors.page_not_found"
+handler404 = "core.errors.page_not_found"

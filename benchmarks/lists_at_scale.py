@@ -204,7 +204,7 @@ def deep_url(pk: int) -> str:
 
 
 def deep_api(pk: int, runs: int) -> str:
-    from bench import pagination
+    from core import pagination
 
     if hasattr(pagination, "BeforeOrOffsetPagination"):
         return f"before={pk}"

@@ -6,7 +6,7 @@ from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bench.schema import errors
+from core.schema import errors
 from runner.selectors import runs_visible_to
 from runner.services import RunRequestError
 from runner.throttles import RunRequestThrottle

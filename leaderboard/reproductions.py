@@ -1,6 +1,6 @@
 """Reads of reproductions: which ones a viewer may see, and each one's comparison with its original, task by task
 and overall, with the verdict (``stats.reproduction_verdict``; the rule: docs/reproductions.md). The database
-counts and sums each side's runs per task (``selectors._sums``, the leaderboard's own sums), so a reproduction's
+counts and sums each side's runs per task (``sums.run_sums``, the leaderboard's own sums), so a reproduction's
 figures are the leaderboard's figures of the same runs."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from runner.selectors import Viewer, agents_visible_filter
 from task_bank.models import TaskVersion
 
 from .models import Reproduction
-from .selectors import _ADDED, _added, _sample_sd, _sums, _with_figures
 from .stats import TOO_FEW, reproduction_verdict
+from .sums import ADDED, added, run_sums, sample_sd, with_figures
 
 
 def reproductions_visible(viewer: Viewer) -> QuerySet[Reproduction]:
@@ -27,13 +27,13 @@ def reproductions_visible(viewer: Viewer) -> QuerySet[Reproduction]:
 
 def _add(into: dict, group: dict) -> dict:
     """``group``'s counts and sums added to ``into``'s."""
-    for name in _ADDED:
-        into[name] = _added(into.get(name), group[name])
+    for name in ADDED:
+        into[name] = added(into.get(name), group[name])
     return into
 
 
 def _summed(groups: list[dict]) -> dict[str, dict]:
-    """Per task slug, ``groups`` (of ``_sums``, each with its task's slug) added up."""
+    """Per task slug, ``groups`` (of ``run_sums``, each with its task's slug) added up."""
     side: dict[str, dict] = {}
     for group in groups:
         _add(side.setdefault(group["task__slug"], {"task__slug": group["task__slug"]}), group)
@@ -46,7 +46,7 @@ def _total(groups: list[dict]) -> dict | None:
     total: dict = {}
     for group in groups:
         _add(total, group)
-    return _with_figures(total)
+    return with_figures(total)
 
 
 def reproduction_comparisons(reproductions: list[Reproduction]) -> dict[int, dict]:
@@ -58,7 +58,7 @@ def reproduction_comparisons(reproductions: list[Reproduction]) -> dict[int, dic
     and the batches' counts."""
     if not reproductions:
         return {}
-    counted = _sums(counted=Run.COUNTED, scores=Q())
+    counted = run_sums(counted=Run.COUNTED, scores=Q())
     pairs = Reproduction.original_runs.through.objects.filter(reproduction__in=reproductions)
     originals: dict[int, list[int]] = {}
     for reproduction_id, run_id in pairs.values_list("reproduction_id", "run_id"):
@@ -103,8 +103,8 @@ def _comparison(original: dict[str, dict], again: dict[str, dict], state: str) -
         tasks.append(
             {
                 "task": slug,
-                "original": _with_figures(original[slug]) if slug in original else None,
-                "reproduction": _with_figures(again[slug]) if slug in again else None,
+                "original": with_figures(original[slug]) if slug in original else None,
+                "reproduction": with_figures(again[slug]) if slug in again else None,
                 "verdict": per_task["verdict"],
                 "result": per_task["result"],
             }
@@ -172,7 +172,7 @@ def task_noise(*, viewer: Viewer, version: TaskVersion) -> dict | None:
             low=Min("improvement"),
             high=Max("improvement"),
         )
-        sd = _sample_sd(sums["squares"], sums["n"], sums["total"])
+        sd = sample_sd(sums["squares"], sums["n"], sums["total"])
         task = next((t for t in comparison["tasks"] if t["task"] == version.task.slug), None)
         return {
             "reproduction": reproduction,

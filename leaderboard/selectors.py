@@ -3,12 +3,9 @@ runs goes through runner's access rule, so a private agent's runs count only for
 
 from __future__ import annotations
 
-from math import sqrt
-
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce, NullIf
+from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet
 
 from runner.models import ReviewTag, Run, Step
 from runner.selectors import Viewer, queue_positions_fill, runs_list, runs_rows, runs_visible_to
@@ -17,16 +14,11 @@ from task_bank.selectors import tasks_shown
 
 from .cache import ranking_cached
 from .query import DEFAULT_OPTIONS, MLAGENTBENCH, RankingOptions, board_sort
-from .stats import Number, entrant_stats, paired_difference, ranking_key
+from .reproductions import latest_reproductions
+from .stats import paired_difference, ranking_key
+from .sums import ADDED, added, run_sums, with_figures
 
 ENTRANT = ("agent__name", "agent__version", "model")
-
-#: The baseline a run's score is measured against: the one measured alongside it (a timed task's), else its version's.
-_BASELINE = Coalesce("paired_baseline", "task_version__baseline_score")
-#: A run's normalised score where its task version has a reference score: 0 at the baseline, 1 at the reference,
-#: in either metric direction ((score - baseline) / (reference - baseline)); None without a final score or a
-#: reference, or where the reference equals the baseline.
-NORMALISED = (F("final_score") - _BASELINE) / NullIf(F("task_version__reference_score") - _BASELINE, 0.0)
 
 
 def home_counts(*, viewer: Viewer) -> dict:
@@ -86,56 +78,6 @@ def scores_counted(options: RankingOptions) -> Q:
     return Q(final_score__gt=0) if options.counting == MLAGENTBENCH else Q()
 
 
-def _sums(*, counted: Q, scores: Q) -> dict:
-    """What the database counts and sums for each group of runs, over its ``counted`` runs (their scores where
-    ``scores`` says they count); the infrastructure failures are counted apart whether or not they are included.
-    stats.entrant_stats makes the figures."""
-    scored = counted & scores
-    return {
-        "runs": Count("pk", filter=counted),
-        "successes": Count("pk", filter=scored & Q(succeeded=True)),
-        "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
-        "scored": Count("improvement", filter=scored),
-        "improvement_sum": Sum("improvement", filter=scored),
-        # The spread from the sum of squares, in Python (_with_figures): SQLite's sample deviation fails on one run.
-        "improvement_squares": Sum(F("improvement") * F("improvement"), filter=scored),
-        "cost_sum": Sum("cost", filter=counted),
-        "tokens_sum": Sum(F("tokens_in") + F("tokens_out"), filter=counted),
-        "seconds_sum": Sum("wall_seconds", filter=counted),
-        "steps_sum": Sum("steps_count", filter=counted),
-        "normalised_count": Count(NORMALISED, filter=scored),
-        "normalised_sum": Sum(NORMALISED, filter=scored),
-    }
-
-
-SUMS_ONLY = {
-    "improvement_sum",
-    "improvement_sd",
-    "improvement_squares",
-    "cost_sum",
-    "tokens_sum",
-    "seconds_sum",
-    "steps_sum",
-    "normalised_sum",
-}
-
-
-def _sample_sd(squares: Number | None, n: int, total: Number | None) -> float | None:
-    """The sample standard deviation of ``n`` values from their sum of squares and their sum (None below 2)."""
-    if n < 2 or squares is None or total is None:
-        return None
-    return sqrt(max(0.0, (squares - total * total / n) / (n - 1)))
-
-
-def _with_figures(group: dict) -> dict:
-    """A group's row: its columns and counts, then its figures; the sums they came from are left out."""
-    group = {
-        **group,
-        "improvement_sd": _sample_sd(group["improvement_squares"], group["scored"], group["improvement_sum"]),
-    }
-    return {k: v for k, v in group.items() if k not in SUMS_ONLY} | entrant_stats(group)
-
-
 def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[QuerySet[Run], Q]:
     """The one rule of what rankings count, as the runs to group and the filter of those that count.
 
@@ -164,9 +106,11 @@ def task_agent_rows(*, viewer: Viewer, version: TaskVersion, options: RankingOpt
     scores = scores_counted(options)
     best = (Max if version.higher_is_better else Min)("final_score", filter=counted & scores)
     groups = (
-        runs.filter(task_version=version).values(*ENTRANT).annotate(**_sums(counted=counted, scores=scores), best=best)
+        runs.filter(task_version=version)
+        .values(*ENTRANT)
+        .annotate(**run_sums(counted=counted, scores=scores), best=best)
     )
-    return sorted((_with_figures(g) for g in groups.order_by()), key=ranking_key)
+    return sorted((with_figures(g) for g in groups.order_by()), key=ranking_key)
 
 
 def ranked_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[QuerySet[Run], Q]:
@@ -184,22 +128,12 @@ def ranked_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) ->
 
 
 def leaderboard_cell_groups(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
-    """The leaderboard's one aggregation: ``_sums`` per agent version, model and task, over ``ranked_runs``, the
+    """The leaderboard's one aggregation: ``run_sums`` per agent version, model and task, over ``ranked_runs``, the
     groups with only infrastructure failures included (``runs`` 0: their row still shows how many it had). The
     rows and the cells are both made from these groups, so they always add up."""
     runs, counted = ranked_runs(viewer=viewer, options=options)
-    groups = runs.values(*ENTRANT, "task__slug").annotate(**_sums(counted=counted, scores=scores_counted(options)))
+    groups = runs.values(*ENTRANT, "task__slug").annotate(**run_sums(counted=counted, scores=scores_counted(options)))
     return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
-
-
-#: The counts and sums that a row adds up over its cells.
-_ADDED = ("runs", "successes", "infrastructure_failures", "scored", "normalised_count")
-_ADDED += tuple(sorted(SUMS_ONLY - {"improvement_sd"}))  # improvement_squares among them
-
-
-def _added(a: Number | None, b: Number | None) -> Number | None:
-    """A sum of two sums, either of which may be missing (SQL's SUM over no value is NULL)."""
-    return a if b is None else b if a is None else a + b
 
 
 def _rows_from_groups(groups: list[dict]) -> list[dict]:
@@ -211,14 +145,14 @@ def _rows_from_groups(groups: list[dict]) -> list[dict]:
         key = tuple(group[k] for k in ENTRANT)
         total = totals.setdefault(key, {**dict(zip(ENTRANT, key, strict=True)), "tasks": 0})
         total["tasks"] += group["runs"] > 0
-        for name in _ADDED:
-            total[name] = _added(total.get(name), group[name])
-    return sorted((_with_figures(total) for total in totals.values()), key=ranking_key)
+        for name in ADDED:
+            total[name] = added(total.get(name), group[name])
+    return sorted((with_figures(total) for total in totals.values()), key=ranking_key)
 
 
 def _cells_from_groups(groups: list[dict]) -> list[dict]:
     """The per-task cells: the groups with counted runs, as rows of one task."""
-    return [_with_figures(g) for g in groups if g["runs"]]
+    return [with_figures(g) for g in groups if g["runs"]]
 
 
 def leaderboard_board(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -> tuple[list[dict], list[dict]]:
@@ -233,8 +167,6 @@ def board_computed(viewer: Viewer, options: RankingOptions) -> tuple[list[dict],
     groups = leaderboard_cell_groups(viewer=viewer, options=options)
     rows = _rows_from_groups(groups)
     tags = leaderboard_tag_counts(viewer=viewer, options=options)
-    from .reproductions import latest_reproductions  # it reads this module's sums
-
     reproductions = latest_reproductions(viewer=viewer) if rows else {}
     for row in rows:
         row["tags"] = tags.get(tuple(row[k] for k in ENTRANT), [])
@@ -397,7 +329,7 @@ def leaderboard_compare(
     groups = (
         runs.filter(Q(**a) | Q(**b))
         .values(*ENTRANT, "task__slug")
-        .annotate(**_sums(counted=counted, scores=scores_counted(options)))
+        .annotate(**run_sums(counted=counted, scores=scores_counted(options)))
         .filter(runs__gt=0)
         .order_by("task__slug")
     )
@@ -406,7 +338,7 @@ def leaderboard_compare(
         entrant = {k: group[k] for k in ENTRANT}
         for side, wanted in (("a", a), ("b", b)):
             if entrant == wanted:
-                sides[side][group["task__slug"]] = _with_figures(group)
+                sides[side][group["task__slug"]] = with_figures(group)
     shared = sorted(set(sides["a"]) & set(sides["b"]))
     pairs = [{"task": t, "a": sides["a"][t], "b": sides["b"][t]} for t in shared]
     for pair in pairs:

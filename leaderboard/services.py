@@ -10,7 +10,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, QuerySet
 
-from bench.roles import is_staff, is_submitter
+from core.roles import is_staff, is_submitter
 from runner.agents.submissions import submission_approve
 from runner.models import Agent, Batch, LLMCall, ModelEndpoint, Run
 from runner.services import RunRequestError

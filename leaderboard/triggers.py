@@ -12,7 +12,7 @@ nothing."""
 from __future__ import annotations
 
 TERMINAL = "('finished', 'failed', 'cancelled', 'timed_out')"
-#: What rankings read of a run (``leaderboard.selectors``: counted_runs, _sums, NORMALISED, ENTRANT, the charts).
+#: What rankings read of a run (selectors.counted_runs and ENTRANT, sums.run_sums and NORMALISED, the charts).
 RUN_FIELDS = (
     "status", "failure_kind", "purpose", "origin", "forked_from_id", "fork_step", "agent_id", "model", "task_id",
     "task_version_id", "final_score", "paired_baseline", "improvement", "succeeded", "cost", "tokens_in",

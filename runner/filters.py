@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from django import forms
 from drf_spectacular.utils import OpenApiParameter
 
-from bench.pagination import MAX_ID, shown, whole_number
+from core.pagination import MAX_ID, shown, whole_number
 from task_bank.package import CATEGORIES
 
 from .models import ReviewTag, Run

@@ -1,7 +1,7 @@
 """Rates of what costs the platform work, per user, counted in the cache every web process shares: the site's forms
 and the API use the same throttle, so one cannot be used to get around the other."""
 
-from bench.shared_cache import SharedUserRateThrottle
+from core.shared_cache import SharedUserRateThrottle
 
 
 class RunRequestThrottle(SharedUserRateThrottle):

@@ -1,9 +1,9 @@
 from django.urls import path
 
-from . import views
-from .agents import views as agent_views
-from .execution import views as execution_views
-from .logs import views as log_views
+from .views import agents as agent_views
+from .views import logs as log_views
+from .views import runs as views
+from .views import workers as execution_views
 
 app_name = "runner"
 urlpatterns = [

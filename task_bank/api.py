@@ -1,7 +1,7 @@
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
-from bench.schema import errors
+from core.schema import errors
 
 from .models import Task, TaskVersion
 from .selectors import tasks_shown

@@ -16,8 +16,8 @@ from django.urls import reverse
 
 from accounts.models import ApiToken
 from accounts.services import TOKENS_PER_USER_MAX, token_create
-from bench.roles import REVIEWER_GROUP, is_reviewer, is_staff, roles_of
-from bench.shared_cache import counts_clear
+from core.roles import REVIEWER_GROUP, is_reviewer, is_staff, roles_of
+from core.shared_cache import counts_clear
 
 from .factories import AgentFactory, RunFactory
 

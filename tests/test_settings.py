@@ -2,7 +2,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from bench.settings import env_float, env_int
-from bench.shared_cache import SHARED_CACHE_TABLE, shared_cache
+from core.shared_cache import SHARED_CACHE_TABLE, shared_cache
 
 
 def test_a_number_setting_that_is_not_a_number_names_the_variable(monkeypatch):

@@ -1,4 +1,4 @@
-"""A limit's count is one atomic increment (bench.shared_cache.count_hit): hits sent at the same instant from many
+"""A limit's count is one atomic increment (core.shared_cache.count_hit): hits sent at the same instant from many
 connections each get a count of their own, on the database table and on Redis alike, so none passes a limit by
 racing another (15 of 30 parallel sign-ups once passed a limit of 5)."""
 
@@ -9,7 +9,7 @@ from django.core.cache import caches
 from django.db import connection
 from django.test import Client, override_settings
 
-from bench.shared_cache import count_hit, count_now, counts_clear
+from core.shared_cache import count_hit, count_now, counts_clear
 
 REDIS_SHARED = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

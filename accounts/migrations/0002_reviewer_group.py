@@ -1,8 +1,8 @@
-"""The reviewer role is membership of this group (bench.roles.is_reviewer): staff add people to it in the admin."""
+"""The reviewer role is membership of this group (core.roles.is_reviewer): staff add people to it in the admin."""
 
 from django.db import migrations
 
-REVIEWER_GROUP = "reviewer"  # bench.roles.REVIEWER_GROUP, spelled here so the migration never changes
+REVIEWER_GROUP = "reviewer"  # core.roles.REVIEWER_GROUP, spelled here so the migration never changes
 
 
 def group_create(apps, schema_editor):

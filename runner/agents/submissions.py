@@ -11,7 +11,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from bench.roles import is_staff, is_submitter
+from core.roles import is_staff, is_submitter
 from task_bank.models import Task
 
 from ..jobs import QueueUnreachable

@@ -1,10 +1,10 @@
-"""The table of the shared cache (bench.shared_cache): the counts of the per-user and per-address limits, one for
+"""The table of the shared cache (core.shared_cache): the counts of the per-user and per-address limits, one for
 every web process. Created whatever BENCH_SHARED_CACHE_URL says, so the database cache works whenever it is chosen."""
 
 from django.core.management import call_command
 from django.db import migrations
 
-SHARED_CACHE_TABLE = "bench_shared_cache"  # bench.shared_cache.SHARED_CACHE_TABLE, spelled here so this never changes
+SHARED_CACHE_TABLE = "bench_shared_cache"  # core.shared_cache.SHARED_CACHE_TABLE, spelled here so this never changes
 
 
 def table_create(apps, schema_editor):

@@ -1,9 +1,9 @@
-"""The table of the shared counters (bench.shared_cache.count_hit): one row per limit's key and window, incremented in
+"""The table of the shared counters (core.shared_cache.count_hit): one row per limit's key and window, incremented in
 one statement, so that requests sent at the same instant each get a count of their own."""
 
 from django.db import migrations
 
-COUNTER_TABLE = "bench_shared_counter"  # bench.shared_cache.COUNTER_TABLE, spelled here so this never changes
+COUNTER_TABLE = "bench_shared_counter"  # core.shared_cache.COUNTER_TABLE, spelled here so this never changes
 
 
 class Migration(migrations.Migration):

@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 from django.contrib.auth import get_user_model
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 
 from ..factories import AgentFactory, RunFactory
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.models import Batch, Run
 
 from ..integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures

@@ -3,7 +3,7 @@ job queue was down when it was uploaded (the upload itself still succeeded)."""
 
 import pytest
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.execution.reaper import imports_rescore
 from runner.models import Run
 

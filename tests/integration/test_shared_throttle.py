@@ -1,4 +1,4 @@
-"""The per-user and per-address limits count once across web processes (bench.shared_cache): two real gunicorn
+"""The per-user and per-address limits count once across web processes (core.shared_cache): two real gunicorn
 processes on one database, requests split between them, refused at the rate and not at twice it; a restarted
 process still refuses. On the database table (the default) and on Redis (BENCH_SHARED_CACHE_URL)."""
 
@@ -22,7 +22,7 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
-from bench.shared_cache import count_now, counts_clear
+from core.shared_cache import count_now, counts_clear
 
 from ..test_healthz import free_port
 from .conftest import REDIS_URL, ROOT, service_env, shared_database_url

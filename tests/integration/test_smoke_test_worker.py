@@ -3,7 +3,7 @@ another's sent by the reaper because the job queue was down when it was uploaded
 
 import pytest
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.execution.reaper import smokes_resend
 from runner.models import Agent
 

@@ -16,7 +16,7 @@ from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.agents import packages as agent_packages
 from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse, agent_upload
 from runner.agents.smoke import SMOKE_MAX_ATTEMPTS, agent_smoke_run

@@ -11,7 +11,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import counted_runs
 from runner.execution.reaper import imports_rescore

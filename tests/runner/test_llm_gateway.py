@@ -588,7 +588,7 @@ def test_a_run_records_at_most_its_bytes_of_model_calls_per_step_and_per_run(
 
 
 def test_a_steps_calls_are_listed_a_page_at_a_time(client, run, settings):
-    from runner.views import LLM_CALLS_PAGE
+    from runner.views.runs import LLM_CALLS_PAGE
 
     step = StepFactory(run=run, index=0)
     for n in range(LLM_CALLS_PAGE + 5):

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
-from bench.roles import REVIEWER_GROUP
+from core.roles import REVIEWER_GROUP
 from runner.execution import run_execute
 from runner.models import LLMCall, ReviewTag, Run, RunLimits, Step
 from runner.review import tags_auto

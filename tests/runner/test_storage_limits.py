@@ -8,7 +8,7 @@ import secrets
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.execution import run_execute
 from runner.models import Run, Step
 from runner.services import RunRequestError, batch_create, run_create

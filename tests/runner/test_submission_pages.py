@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.agents.submissions import submission_create
 from runner.models import Batch, Run
 

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.agents.submissions import submissions_after_smoke
 from runner.models import Agent, Batch, ModelEndpoint, Run
 from runner.services import batch_create

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from bench.shared_cache import counts_clear
+from core.shared_cache import counts_clear
 from runner.models import Agent, Run
 from runner.throttles import TraceUploadThrottle
 

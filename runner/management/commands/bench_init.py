@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from bench.first_start import admin_password_keep
+from core.first_start import admin_password_keep
 from runner.agents.builtin import agents_builtin_ensure
 from runner.demo import demo_queue
 from runner.llm.gateway import endpoints_sync

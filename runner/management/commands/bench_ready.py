@@ -6,7 +6,7 @@ import urllib.request
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from bench.first_start import admin_password_kept
+from core.first_start import admin_password_kept
 
 
 class Command(BaseCommand):

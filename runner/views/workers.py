@@ -5,7 +5,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from .workers import workers_overview
+from runner.execution.workers import workers_overview
 
 
 @staff_member_required

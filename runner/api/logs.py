@@ -9,16 +9,15 @@ from rest_framework.decorators import api_view, parser_classes, permission_class
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from bench.schema import errors
-
-from ..api import RunSerializer
-from ..models import Run
-from ..selectors import runs_visible_to
-from ..throttles import TraceUploadThrottle
-from .imports import TraceImportError, inspect_upload, trace_upload
-from .inspect_export import inspect_log_name
-from .inspect_read import is_inspect_name
-from .views import inspect_log_response
+from core.schema import errors
+from runner.api.runs import RunSerializer
+from runner.logs.imports import TraceImportError, inspect_upload, trace_upload
+from runner.logs.inspect_export import inspect_log_name
+from runner.logs.inspect_read import is_inspect_name
+from runner.models import Run
+from runner.selectors import runs_visible_to
+from runner.throttles import TraceUploadThrottle
+from runner.views.logs import inspect_log_response
 
 
 class TraceUploadSerializer(serializers.Serializer):

@@ -8,22 +8,21 @@ from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from bench.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPagination
-from bench.schema import errors
-from task_bank.models import Task
-
-from .filters import RunFilters
-from .jobs import QueueUnreachable
-from .models import Agent, Run, RunLimits, Step
-from .selectors import (
+from core.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPagination
+from core.schema import errors
+from runner.filters import RunFilters
+from runner.jobs import QueueUnreachable
+from runner.models import Agent, Run, RunLimits, Step
+from runner.selectors import (
     NoSuchRun,
     queue_position,
     queue_positions_fill,
     runs_list,
     runs_page,
 )
-from .services import RunRequestError, agent_resolve, batch_create, run_cancel
-from .throttles import RunRequestThrottle
+from runner.services import RunRequestError, agent_resolve, batch_create, run_cancel
+from runner.throttles import RunRequestThrottle
+from task_bank.models import Task
 
 
 def queue_unreachable_answer(exc: QueueUnreachable) -> Response:
@@ -118,7 +117,7 @@ class RunRequestSerializer(serializers.Serializer):
 
 
 class IsStaffOrReadOnly(permissions.BasePermission):
-    reads_are_open = True  # the schema says so (bench.schema)
+    reads_are_open = True  # the schema says so (core.schema)
 
     def has_permission(self, request, view) -> bool:
         return request.method in permissions.SAFE_METHODS or bool(request.user and request.user.is_staff)

@@ -1,7 +1,7 @@
 """What submitters bring and ask for: the agents' pages (the list, an agent's page with its versions, runs and ranked
 counts), the agent upload form, the "New runs" form (staff's request queues runs at once, a submitter's is a
 submission waiting for approval: one form, two outcomes), the submissions list, and staff's Approve and Reject
-buttons. (The runs' pages are ``runner/views.py``; the log upload page ``runner/logs/views.py``.)"""
+buttons. (The runs' pages are ``runner/views/runs.py``; the log upload page ``runner/views/logs.py``.)"""
 
 import io
 import zipfile
@@ -17,16 +17,21 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from bench.roles import is_staff
-
-from ..forms import AgentUploadForm, RunRequestForm, form_throttled
-from ..jobs import QueueUnreachable
-from ..models import Agent, Batch
-from ..selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
-from ..services import RunRequestError
-from ..throttles import AgentUploadThrottle, RunRequestThrottle
-from .packages import AgentPackageError, agent_upload
-from .submissions import REASON_MAX, agents_requestable, submission_approve, submission_create, submission_reject
+from core.roles import is_staff
+from runner.agents.packages import AgentPackageError, agent_upload
+from runner.agents.submissions import (
+    REASON_MAX,
+    agents_requestable,
+    submission_approve,
+    submission_create,
+    submission_reject,
+)
+from runner.forms import AgentUploadForm, RunRequestForm, form_throttled
+from runner.jobs import QueueUnreachable
+from runner.models import Agent, Batch
+from runner.selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
+from runner.services import RunRequestError
+from runner.throttles import AgentUploadThrottle, RunRequestThrottle
 
 AGENT_PAGE_RUNS = 20
 SUBMISSIONS_PAGE_DECIDED = 50

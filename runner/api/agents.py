@@ -1,6 +1,6 @@
 """``/api/v1/agents/`` (agents by name with their versions; any signed-in user uploads one) and
 ``/api/v1/submissions/`` (ask for runs of an agent, see where one's requests are, and, staff, approve or reject
-them). Built on the runs API (``runner/api.py``)."""
+them). Built on the runs API (``runner/api/runs.py``)."""
 
 from __future__ import annotations
 
@@ -11,24 +11,23 @@ from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from bench.pagination import BoundedLimitOffsetPagination
-from bench.roles import is_staff
-from bench.schema import errors
-
-from ..api import RunRequestSerializer, RunSerializer, queue_unreachable_answer
-from ..jobs import QueueUnreachable
-from ..models import Agent, Batch
-from ..selectors import agent_versions, agents_list, queue_positions_fill, submissions_list
-from ..services import RunRequestError, agent_resolve
-from ..throttles import AgentUploadThrottle, RunRequestThrottle
-from .packages import AgentPackageError, agent_upload
-from .submissions import (
+from core.pagination import BoundedLimitOffsetPagination
+from core.roles import is_staff
+from core.schema import errors
+from runner.agents.packages import AgentPackageError, agent_upload
+from runner.agents.submissions import (
     SubmissionDecided,
     agents_requestable,
     submission_approve,
     submission_create,
     submission_reject,
 )
+from runner.api.runs import RunRequestSerializer, RunSerializer, queue_unreachable_answer
+from runner.jobs import QueueUnreachable
+from runner.models import Agent, Batch
+from runner.selectors import agent_versions, agents_list, queue_positions_fill, submissions_list
+from runner.services import RunRequestError, agent_resolve
+from runner.throttles import AgentUploadThrottle, RunRequestThrottle
 
 
 class SubmissionSerializer(serializers.ModelSerializer):

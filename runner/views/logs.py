@@ -8,15 +8,14 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from runner.forms import TraceUploadForm, form_throttled
+from runner.logs.imports import TraceImportError, inspect_upload, trace_upload, upload_default_agent
+from runner.logs.inspect_export import inspect_log_file, inspect_log_filename, inspect_log_name
+from runner.logs.inspect_read import is_inspect_name
+from runner.models import Run
+from runner.selectors import runs_visible_to
+from runner.throttles import TraceUploadThrottle
 from task_bank.models import Task, TaskVersion
-
-from ..forms import TraceUploadForm, form_throttled
-from ..models import Run
-from ..selectors import runs_visible_to
-from ..throttles import TraceUploadThrottle
-from .imports import TraceImportError, inspect_upload, trace_upload, upload_default_agent
-from .inspect_export import inspect_log_file, inspect_log_filename, inspect_log_name
-from .inspect_read import is_inspect_name
 
 
 @login_required

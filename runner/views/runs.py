@@ -16,16 +16,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from bench.pagination import MAX_ID, whole_number
-from bench.roles import may_review
-
-from .actions import ACTIONS, catalogue_for_agent
-from .charts import score_over_steps_figure, scores_overlaid_figure
-from .filters import RunFilters
-from .jobs import QueueUnreachable
-from .logs.exports import trace_export_file
-from .models import ReviewTag, Run, Step
-from .selectors import (
+from core.pagination import MAX_ID, whole_number
+from core.roles import may_review
+from runner.actions import ACTIONS, catalogue_for_agent
+from runner.charts import score_over_steps_figure, scores_overlaid_figure
+from runner.filters import RunFilters
+from runner.jobs import QueueUnreachable
+from runner.logs.exports import trace_export_file
+from runner.models import ReviewTag, Run, Step
+from runner.selectors import (
     COMPARE_STEPS,
     ORIGINS,
     RANKINGS,
@@ -49,7 +48,7 @@ from .selectors import (
     runs_step_scores,
     step_llm_calls,
 )
-from .services import (
+from runner.services import (
     RunRequestError,
     review_tag_add,
     review_tag_remove,
@@ -58,7 +57,7 @@ from .services import (
     run_fork,
     run_steps_score_queue,
 )
-from .trace import (
+from runner.trace import (
     PLAN,
     WorkspaceTooLarge,
     input_summary,
@@ -71,7 +70,7 @@ from .trace import (
     workspace_zip,
     workspaces_compared,
 )
-from .workspace.snapshots import BlobStore
+from runner.workspace.snapshots import BlobStore
 
 
 def _run_or_404(request: HttpRequest, pk: int) -> Run:

@@ -1,0 +1,80 @@
+"""The counts and sums that rankings and reproductions make per group of runs, and the figures made from them
+(stats.py turns the sums into rates and means)."""
+
+from __future__ import annotations
+
+from math import sqrt
+
+from django.db.models import Count, F, Q, Sum
+from django.db.models.functions import Coalesce, NullIf
+
+from runner.models import Run
+
+from .stats import Number, entrant_stats
+
+#: The baseline a run's score is measured against: the one measured alongside it (a timed task's), else its version's.
+BASELINE = Coalesce("paired_baseline", "task_version__baseline_score")
+#: A run's normalised score where its task version has a reference score: 0 at the baseline, 1 at the reference,
+#: in either metric direction ((score - baseline) / (reference - baseline)); None without a final score or a
+#: reference, or where the reference equals the baseline.
+NORMALISED = (F("final_score") - BASELINE) / NullIf(F("task_version__reference_score") - BASELINE, 0.0)
+
+
+def run_sums(*, counted: Q, scores: Q) -> dict:
+    """What the database counts and sums for each group of runs, over its ``counted`` runs (their scores where
+    ``scores`` says they count); the infrastructure failures are counted apart whether or not they are included.
+    stats.entrant_stats makes the figures."""
+    scored = counted & scores
+    return {
+        "runs": Count("pk", filter=counted),
+        "successes": Count("pk", filter=scored & Q(succeeded=True)),
+        "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
+        "scored": Count("improvement", filter=scored),
+        "improvement_sum": Sum("improvement", filter=scored),
+        # The spread from the sum of squares, in Python (with_figures): SQLite's sample deviation fails on one run.
+        "improvement_squares": Sum(F("improvement") * F("improvement"), filter=scored),
+        "cost_sum": Sum("cost", filter=counted),
+        "tokens_sum": Sum(F("tokens_in") + F("tokens_out"), filter=counted),
+        "seconds_sum": Sum("wall_seconds", filter=counted),
+        "steps_sum": Sum("steps_count", filter=counted),
+        "normalised_count": Count(NORMALISED, filter=scored),
+        "normalised_sum": Sum(NORMALISED, filter=scored),
+    }
+
+
+SUMS_ONLY = {
+    "improvement_sum",
+    "improvement_sd",
+    "improvement_squares",
+    "cost_sum",
+    "tokens_sum",
+    "seconds_sum",
+    "steps_sum",
+    "normalised_sum",
+}
+
+
+def sample_sd(squares: Number | None, n: int, total: Number | None) -> float | None:
+    """The sample standard deviation of ``n`` values from their sum of squares and their sum (None below 2)."""
+    if n < 2 or squares is None or total is None:
+        return None
+    return sqrt(max(0.0, (squares - total * total / n) / (n - 1)))
+
+
+def with_figures(group: dict) -> dict:
+    """A group's row: its columns and counts, then its figures; the sums they came from are left out."""
+    group = {
+        **group,
+        "improvement_sd": sample_sd(group["improvement_squares"], group["scored"], group["improvement_sum"]),
+    }
+    return {k: v for k, v in group.items() if k not in SUMS_ONLY} | entrant_stats(group)
+
+
+#: The counts and sums that a row adds up over its cells.
+ADDED = ("runs", "successes", "infrastructure_failures", "scored", "normalised_count")
+ADDED += tuple(sorted(SUMS_ONLY - {"improvement_sd"}))  # improvement_squares among them
+
+
+def added(a: Number | None, b: Number | None) -> Number | None:
+    """A sum of two sums, either of which may be missing (SQL's SUM over no value is NULL)."""
+    return a if b is None else b if a is None else a + b
