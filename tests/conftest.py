@@ -13,6 +13,14 @@ from .factories import package_write
 TEST_QUEUE = f"bench-test-{uuid.uuid4().hex[:8]}"
 
 
+def pytest_configure(config):
+    """A fast password hasher: Django's default takes most of a second per password on purpose, and the suite makes
+    hundreds. Processes a test starts (gunicorn, workers) keep the default and check no password made here."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def celery_test_queue():
     """Runs queued by tests go to a queue of this test session only."""
@@ -33,10 +41,10 @@ def broker_down():
 
 @pytest.fixture(autouse=True)
 def one_counting_window(monkeypatch):
-    """Limits count per clock window (bench.shared_cache.count_hit): within a test, every hit falls in one window,
+    """Limits count per clock window (core.shared_cache.count_hit): within a test, every hit falls in one window,
     however long a busy machine makes the test take (a minute's boundary would otherwise reset a count midway)."""
     now = time.time()
-    monkeypatch.setattr("bench.shared_cache.time", SimpleNamespace(time=lambda: now))
+    monkeypatch.setattr("core.shared_cache.time", SimpleNamespace(time=lambda: now))
 
 
 @pytest.fixture
