@@ -196,7 +196,7 @@ def main() -> None:
 
 def deep_url(pk: int) -> str:
     """The runs list from run ``pk`` on: ?page= with offset pagination, ?before= with keyset pagination."""
-    from runner import views
+    from runner.views import runs as views
 
     if getattr(views, "RUNS_PAGE_SIZE", None):
         return f"/runs/?before={pk}"

@@ -10,9 +10,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.urls import reverse
 from django.utils import timezone
 
-from runner import views
 from runner.models import Agent, Run
 from runner.selectors import NoSuchRun, runs_list, runs_page
+from runner.views import runs as views
 
 from ..factories import AgentFactory, RunFactory
 
