@@ -96,14 +96,13 @@ def main() -> None:
     )
     messages = [{"role": "user", "content": "Say ok."}]
     kept, fresh = [], []
-    ledger = gateway.CallLedger(run.pk)  # as a run's session keeps it
-    gateway.complete(run=run, messages=messages, ledger=ledger)  # builds the kept client, opens its connection
+    gateway.complete(run=run, messages=messages)  # builds the kept client, opens its connection
     for step in range(1, args.repeats + 1):  # a step each, as an agent's calls come: within a step's call limit
         for times, new_client in ((kept, False), (fresh, True)):
             if new_client:
                 gateway._clients.clear()  # as before: a client (its TLS context, its connections) for each call
             started = time.perf_counter()
-            gateway.complete(run=run, messages=messages, options={"max_tokens": 8}, step_index=step, ledger=ledger)
+            gateway.complete(run=run, messages=messages, options={"max_tokens": 8}, step_index=step)
             times.append(time.perf_counter() - started)
     server.shutdown()
     print(f"a model call through the gateway, recorded on a run, {args.repeats} times each, interleaved:")

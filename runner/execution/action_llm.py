@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..actions import EnvError
-from ..llm.gateway import CallLedger, LLMRequestError, complete
+from ..llm.gateway import LLMRequestError, complete
 from ..models import Run
 
 
@@ -24,7 +24,6 @@ def action_complete(
     purpose: str,
     options: dict,
     tick: Callable[[], None],
-    ledger: CallLedger | None = None,
 ) -> str:
     """An action's completion on the model ``action_model`` picks; a refused request is the action's error."""
     model = action_model(run, purpose)
@@ -37,7 +36,6 @@ def action_complete(
             purpose=purpose,
             options=options,
             tick=tick,
-            ledger=ledger,
         )
     except LLMRequestError as exc:
         raise EnvError(f"the LLM call failed: {exc}") from exc

@@ -14,7 +14,7 @@ from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, catalogue_for_agent
 from ..actions.catalogue import INVALID_MESSAGE
-from ..llm.gateway import DEFER_MAX_S, CallLedger, LLMBudgetError, LLMError, completion_for_run
+from ..llm.gateway import LLMBudgetError, LLMError, completion_for_run
 from ..models import Run, Step
 from ..sandbox import Sandbox
 from ..sandbox.masks import package_masks
@@ -31,7 +31,6 @@ class Steps(Protocol):
 
     step_index: int  # the index of the step the agent takes next
     storage_refusal: str  # why the run may store nothing more ("" while it may): it takes no more steps
-    calls: CallLedger  # what the run's model calls so far count to
 
     def agent_started(self) -> None:
         """The agent's process was started: what the run's actions need may start beside it (its scripts'
@@ -137,8 +136,8 @@ class Conversation:
         try:
             ending = self.steps_left()
             while ending is None:
-                try:  # a model call waiting to be written is written within DEFER_MAX_S (its tick)
-                    message = channel.receive(tick=tick, tick_every=DEFER_MAX_S if self.steps.calls.pending else 0.5)
+                try:
+                    message = channel.receive(tick=tick)
                 except BadMessage as exc:
                     ending = self.on_bad_message(exc)
                     continue
@@ -186,9 +185,7 @@ class Conversation:
     def on_llm(self, message: dict) -> None:
         """A completion for the agent; it belongs to the step the agent takes next."""
         steps = self.steps
-        answer = completion_for_run(
-            run=self.run, step_index=steps.step_index, message=message, tick=steps.tick, ledger=steps.calls
-        )
+        answer = completion_for_run(run=self.run, step_index=steps.step_index, message=message, tick=steps.tick)
         self.channel.send(answer, tick=steps.tick)
 
     def on_act(self, message: dict) -> Ending | None:

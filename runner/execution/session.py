@@ -27,7 +27,6 @@ from task_bank.models import TaskVersion
 from ..actions import ActionOutcome, Environment
 from ..actions.catalogue import FINAL_ANSWER
 from ..jobs import QueueUnreachable, run_enqueue
-from ..llm.gateway import DEFER_MAX_S, CallLedger, calls_write
 from ..models import Run, Step
 from ..sandbox import SandboxError
 from ..selectors import storage_refusal
@@ -170,9 +169,6 @@ class RunSession(RunPulse):
         self.snapshotter = None
         self.stored_counted = 0  # of self.store.added_bytes, what is charged to the run already
         self.storage_refusal = ""  # why the run may store nothing more (then it takes no more steps)
-        # What the attempt's model calls count to (``gateway.calls_limit_check``); it defers their records to the
-        # session's next statement (``gateway.calls_write``).
-        self.calls = CallLedger(run.pk, defers=True)
 
     # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
@@ -264,10 +260,7 @@ class RunSession(RunPulse):
                 stderr_path=self.dir / f"agent-{self.attempt}.stderr.log",
                 steps=self,
             )
-            try:
-                ending = self.conversation.converse()
-            finally:
-                calls_write(self.calls)  # a call the agent made last
+            ending = self.conversation.converse()
             self.environment.close()  # nothing may run in the workspace while it is snapshotted and scored
             final_sha, _ = self.snapshotter.take()
             self.storage_count()
@@ -426,17 +419,9 @@ class RunSession(RunPulse):
             purpose=purpose,
             options=options,
             tick=self.tick,
-            ledger=self.calls,
         )
 
     # -- acting and recording -------------------------------------------------------------------------------
-    def tick(self) -> None:
-        """``RunPulse.tick``, and a model call deferred for ``DEFER_MAX_S`` is written (its slot given back): its
-        agent has not spoken since."""
-        super().tick()
-        if self.calls.pending is not None and time.monotonic() - self.calls.pending.since >= DEFER_MAX_S:
-            calls_write(self.calls)
-
     def agent_started(self) -> None:
         """The agent's process is coming up: the sandbox the run's scripts share comes up beside it (and while the
         agent makes its first model call), so the first Execute Script does not wait for it. It ends with the
@@ -447,7 +432,7 @@ class RunSession(RunPulse):
         """Carry out an ``act`` message's action and record it as a step."""
         action_input = message.get("input", {})
         self.current = current = CurrentAction(str(message["action"])[:100], action_input, message.get("entries") or {})
-        calls_write(self.calls, live_action=db_text(current.action), live_output="")  # with the call it answers
+        Run.objects.filter(pk=self.run.pk).update(live_action=db_text(current.action), live_output="")
         outcome = self.environment.execute(message["action"], action_input)
         step = self.record(current.action, action_input, current.entries, outcome)
         if outcome.final:
@@ -457,7 +442,6 @@ class RunSession(RunPulse):
 
     def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
         """Commit the step (with the workspace snapshot after it) before the agent sees the observation."""
-        calls_write(self.calls)  # the action's own last call, counted to the step
         snapshot, _ = self.snapshotter.take(full=self.environment.sandbox_may_have_written())
         step = step_record(
             run=self.run,

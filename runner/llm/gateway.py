@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
-import psycopg
 import urllib3
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -200,93 +198,6 @@ def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_
     )
 
 
-@dataclass
-class CallLedger:
-    """What a run's attempt knows of its recorded model calls without asking the database: their counts and bytes
-    (the run's and its current step's, for ``calls_limit_check``) and the current step's answers (for
-    ``repeat_note``). Its session keeps it: only the attempt that holds a run records the run's calls, so after one
-    read of what earlier attempts recorded (at the first call) it counts on by itself. Calls made without a ledger
-    (a connection test, a direct call) read the database each time.
-
-    A session's ledger ``defers`` its calls' records: an answered call is written, its endpoint slot and reservation
-    given back, by the session's next statement (``calls_write``), which for an agent's call is the start of the
-    action it answered (the record, the slot and the live action in one statement, instead of a statement each).
-    Whatever comes first writes it: the next call, the step's record, the conversation's end, or a tick once it
-    has waited ``DEFER_MAX_S`` for its agent (``RunSession.tick``; the conversation ticks that often meanwhile)."""
-
-    run_id: int
-    defers: bool = False
-    step_index: int | None = None  # the step counted in step_n and step_size (None: nothing read yet)
-    run_n: int = 0
-    run_size: int = 0
-    step_n: int = 0
-    step_size: int = 0
-    step_earlier: bool = False  # an earlier attempt recorded calls of this step (its answers are not in ``answers``)
-    answers: list[LLMCall] = field(default_factory=list)  # the current step's answered calls, in order
-    pending: Deferred | None = None  # an answered call not written yet
-
-    def counts(self, step_index: int) -> dict | None:
-        """The counts ``calls_limit_check`` needs, or None when the ledger cannot tell (an earlier step)."""
-        if self.step_index is None:
-            counts = _recorded_counts(self.run_id, step_index)
-            self.run_n, self.run_size = counts["run_n"], counts["run_size"] or 0
-            self.step_n, self.step_size = counts["step_n"], counts["step_size"] or 0
-            self.step_index, self.step_earlier = step_index, bool(counts["step_n"])
-        elif step_index > self.step_index:  # a step this attempt takes: no earlier attempt recorded its calls
-            self.step_index, self.step_n, self.step_size, self.step_earlier = step_index, 0, 0, False
-            self.answers.clear()
-        elif step_index < self.step_index:
-            return None
-        return {"run_n": self.run_n, "run_size": self.run_size, "step_n": self.step_n, "step_size": self.step_size}
-
-    def recorded(self, call: LLMCall) -> None:
-        """Count a call just recorded (or deferred)."""
-        if self.counts(call.step_index) is None:
-            return
-        self.run_n, self.step_n = self.run_n + 1, self.step_n + 1
-        self.run_size, self.step_size = self.run_size + call.recorded_bytes, self.step_size + call.recorded_bytes
-        if call.endpoint and call.completion:
-            self.answers.append(call)
-
-    def holds_answers(self, step_index: int) -> bool:
-        """Whether ``answers`` holds every answer of step ``step_index`` (no earlier attempt recorded any)."""
-        return self.counts(step_index) is not None and not self.step_earlier
-
-    def answer_before(self, purpose: str, text: str) -> tuple[int, object] | None:
-        """The newest call of the current step and ``purpose`` that got ``text``: its pk and messages."""
-        for call in reversed(self.answers):
-            if call.purpose == purpose and call.completion == text:
-                return call.pk, call.messages
-        return None
-
-
-@dataclass
-class Deferred:
-    """An answered call whose record waits for its session's next statement, and what it holds till then."""
-
-    call: LLMCall  # unsaved (its pk None), its fields set
-    reservation: Reservation | None
-    endpoint: ModelEndpoint
-    slot: int
-    since: float = field(default_factory=time.monotonic)
-
-
-#: How long a deferred call may wait for its agent's next message before a tick writes it (and gives its slot back).
-DEFER_MAX_S = 0.05
-
-
-def calls_write(ledger: CallLedger, **run_fields: object) -> None:
-    """Write the call ``ledger`` defers, if any, with ``run_fields`` set on its run in the same statement; with no
-    call waiting, set ``run_fields`` alone (the session's next statement, whatever it was to write)."""
-    deferred = ledger.pending
-    if deferred is None:
-        if run_fields:
-            Run.objects.filter(pk=ledger.run_id).update(**run_fields)
-        return
-    ledger.pending = None
-    _call_record(deferred.call, deferred.reservation, deferred.endpoint, deferred.slot, run_fields)
-
-
 def _recorded_counts(run_id: int, step_index: int) -> dict:
     """How many calls the run recorded, and their bytes, in all and in step ``step_index``: one query."""
     in_step = Q(step_index=step_index)
@@ -298,15 +209,12 @@ def _recorded_counts(run_id: int, step_index: int) -> dict:
     )
 
 
-def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0, ledger: CallLedger | None = None) -> None:
+def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0) -> None:
     """End the run (a limit) that has recorded as many model calls, or as many bytes of them, as a step or a run may
     hold: every request is a row with its prompt and completion, so these bound what a run can write
     (BENCH_LLM_CALLS_PER_STEP / _PER_RUN, BENCH_LLM_RECORDED_MB_PER_STEP / _PER_RUN). ``prompt_bytes``: the prompt
-    of the call about to be made, counted with what is recorded already. The counts come from ``ledger`` when it
-    can tell, else from the database."""
-    counts = ledger.counts(step_index) if ledger is not None else None
-    if counts is None:
-        counts = _recorded_counts(run.pk, step_index)
+    of the call about to be made, counted with what is recorded already."""
+    counts = _recorded_counts(run.pk, step_index)
     limits = [
         (counts["step_n"] + 1, settings.BENCH_LLM_CALLS_PER_STEP, f"model calls in step {step_index}", "one step"),
         (counts["run_n"] + 1, settings.BENCH_LLM_CALLS_PER_RUN, "model calls", "one run"),
@@ -538,27 +446,22 @@ def repeat_note(
     messages: list[dict],
     options: dict,
     text: str,
-    ledger: CallLedger | None = None,
 ) -> str:
     """A note when a sampled call got exactly the answer an earlier call of the same step and ``purpose`` (the
     same caller asking again, its prompt perhaps amended) got: the endpoint seems to ignore temperature (greedy
     decoding), so asking again will not change the answer. Calls of other purposes (an action's own call beside
-    the agent's) are other questions, whose answers may match by chance. The earlier answers come from ``ledger``
-    when it holds them all, else from the database."""
+    the agent's) are other questions, whose answers may match by chance."""
     temperature = options.get("temperature")
     if not temperature or not text.strip():
         return ""
     purpose, text = db_text(purpose[:60]), db_text(text)
-    if ledger is not None and ledger.holds_answers(step_index):
-        earlier = ledger.answer_before(purpose, text)
-    else:
-        earlier = (
-            LLMCall.objects.filter(run=run, step_index=step_index, purpose=purpose, completion=text)
-            .exclude(endpoint="")
-            .order_by("-pk")
-            .values_list("pk", "messages")
-            .first()
-        )
+    earlier = (
+        LLMCall.objects.filter(run=run, step_index=step_index, purpose=purpose, completion=text)
+        .exclude(endpoint="")
+        .order_by("-pk")
+        .values_list("pk", "messages")
+        .first()
+    )
     if earlier is None:
         return ""
     same = "the same request" if earlier[1] == db_json(messages) else "an earlier request of this step"
@@ -577,21 +480,17 @@ def complete(
     purpose: str = "",
     options: dict | None = None,
     tick: Callable[[], None] | None = None,
-    ledger: CallLedger | None = None,
 ) -> Completion:
-    """Make one completion for a run (or for a connection test when run is None). Raises LLMError. ``ledger``: the
-    run's session's ``CallLedger``, so the run's call limits and earlier answers are not read per call."""
+    """Make one completion for a run (or for a connection test when run is None). Raises LLMError."""
     model_name = model if model is not None else (run.model if run else "")
     if not model_name:
         raise no_endpoint(model_name)
     asked = options_check(options or {})
     if not _messages_ok(messages):
         raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
-    if ledger is not None:
-        calls_write(ledger)  # the call before this one first
     if run is not None:
-        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages), ledger=ledger)
-    call = _Call(run=run, messages=messages, step_index=step_index, purpose=purpose, ledger=ledger)
+        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages))
+    call = _Call(run=run, messages=messages, step_index=step_index, purpose=purpose)
     call.begin(model_name, asked, tick=tick)
     endpoint, options = call.endpoint, call.options
     attempts = settings.BENCH_LLM_MAX_RETRIES + 1
@@ -649,78 +548,34 @@ def _sleep(seconds: float, tick: Callable[[], None] | None) -> None:
 
 
 #: On PostgreSQL an endpoint's slots are session advisory locks, key ``SLOT_LOCKS << 48 | endpoint id << 16 | slot``:
-#: taking one is a single statement that writes nothing, and the server gives back the slots of a connection that
-#: ends (a worker that died) at once. Elsewhere (SQLite, for development) a slot is an ``LLMLease`` row, taken back
-#: when it expires.
+#: taking one writes nothing, and the server gives back the slots of a connection that ends (a worker that died) at
+#: once. Elsewhere (SQLite, for development) a slot is an ``LLMLease`` row, taken back when it expires.
 SLOT_LOCKS = 0x4C4C
 MAX_SLOTS = 1 << 16
+
+#: The first free slot of endpoint %s, locked (no row when all are in use). The scan stops at the first lock it
+#: gets, so it takes no other.
+SLOT_TAKE_SQL = """
+SELECT s FROM generate_series(0, LEAST(%s, %s) - 1) AS s
+WHERE pg_try_advisory_lock((%s::bigint << 48) | (%s::bigint << 16) | s) LIMIT 1
+"""
 
 
 def _slot_key(endpoint_id: int, slot: int) -> int:
     return SLOT_LOCKS << 48 | endpoint_id << 16 | slot
 
 
-#: The enabled endpoint named %s, its fields in ``ModelEndpoint``'s order, and the first of its free slots taken as an
-#: advisory lock (NULL when all are in use): one statement that writes nothing. It is written out, not built by the
-#: ORM, which took four times as long as the statement itself, per call. The subquery is a lazy scan under LIMIT: the
-#: first free slot is locked and no other (PostgreSQL's << and | have one precedence, hence the parentheses).
-SLOT_TAKE_SQL = """
-SELECT {columns}, (
-    SELECT s FROM generate_series(0, LEAST(e.max_concurrency, %s) - 1) AS s
-    WHERE pg_try_advisory_lock((%s::bigint << 48) | (e.id::bigint << 16) | s) LIMIT 1
-)
-FROM runner_modelendpoint e WHERE e.name = %s AND e.is_enabled
-"""
-_ENDPOINT_FIELDS = [f.attname for f in ModelEndpoint._meta.concrete_fields]
-_SLOT_TAKE = SLOT_TAKE_SQL.format(columns=", ".join(f'e."{name}"' for name in _ENDPOINT_FIELDS))
-
-
-class _PreparingCursor(psycopg.Cursor):
-    """A cursor that binds its parameters on the server and prepares what it runs, once per connection: the two
-    statements every model call makes (``_slot_take``, ``CALL_RECORD_SQL``) skip their planning (0.1-0.3 ms each).
-    Django's own cursors bind on the client and prepare nothing, as before."""
-
-    def execute(self, query, params=None, *, prepare: bool | None = True, binary: bool | None = None):
-        return super().execute(query, params, prepare=prepare, binary=binary)
-
-
-#: What a connection's prepare threshold is set to for ``_PreparingCursor``: PostgreSQL connections are opened
-#: without prepared statements (Django's default, for poolers), and a threshold no statement reaches prepares only
-#: what is asked to be.
-PREPARE_ASKED_ONLY = 1 << 62
-
-
-class _PreparedDebugWrapper(CursorDebugWrapper):
-    """Django's debug wrapper logs the statement a client-bound cursor sent; this one logs what it is given, its
-    parameters in it, as Django shows its own."""
-
-    def execute(self, sql, params=None):
-        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
-            return CursorWrapper.execute(self, sql, params)
-
-
-def _prepared_cursor() -> CursorWrapper:
-    """A ``_PreparingCursor`` of the default connection, wrapped as Django wraps its own (errors as Django's, queries
-    logged where Django logs them)."""
-    connection.ensure_connection()
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = PREPARE_ASKED_ONLY
-    wrapper = _PreparedDebugWrapper if connection.queries_logged else CursorWrapper
-    return wrapper(_PreparingCursor(raw), connection)
-
-
 def _slot_take(model: str, asked: dict) -> ModelEndpoint:
     """The enabled endpoint named ``model`` with a free slot of it taken (``endpoint.slot``), or with ``slot`` None
     when all its slots are in use. Raises ``no_endpoint``'s error when there is no such endpoint."""
     if connection.vendor == "postgresql":
-        with _prepared_cursor() as cursor:
-            cursor.execute(_SLOT_TAKE, [MAX_SLOTS, SLOT_LOCKS, model])
-            row = cursor.fetchone()
-        if row is None:
+        endpoint = ModelEndpoint.objects.filter(name=model, is_enabled=True).first()
+        if endpoint is None:
             raise no_endpoint(model)
-        endpoint = ModelEndpoint.from_db(connection.alias, _ENDPOINT_FIELDS, row[:-1])
-        endpoint.slot = row[-1]
+        with connection.cursor() as cursor:
+            cursor.execute(SLOT_TAKE_SQL, [endpoint.max_concurrency, MAX_SLOTS, SLOT_LOCKS, endpoint.pk])
+            row = cursor.fetchone()
+        endpoint.slot = row[0] if row else None
         return endpoint
     with transaction.atomic():
         endpoint = ModelEndpoint.objects.select_for_update().filter(name=model, is_enabled=True).first()
@@ -753,61 +608,17 @@ def _slot_give(endpoint: ModelEndpoint, slot: int) -> None:
         )
 
 
-#: A call's record on PostgreSQL: its row, what it adds to its run's counts (its reservation given back; other fields
-#: of the run the session writes next, ``calls_write``) and its slot given back, in one
-#: statement (through the ORM, a transaction of four took twice the time). Its commit does not wait for PostgreSQL
-#: to flush it to disk (synchronous_commit off for this transaction alone: set_config's true), which costs from one
-#: to several milliseconds on a busy disk: what it wrote is never half there, the next commit that waits (the step's
-#: record) flushes it too, and a crash of the database server before any flush (the WAL writer's, every 200 ms by
-#: default) loses it whole. A slot given back twice (the statement failed after giving it) is a warning of the
-#: server's, no error.
-CALL_RECORD_SQL = """
-WITH call AS (
-    INSERT INTO runner_llmcall (run_id, step_index, purpose, endpoint, model, messages, completion, tokens_in,
-        tokens_out, cost, latency_s, error, recorded_bytes, created_at)
-    VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
-), spent AS (
-    UPDATE runner_run SET tokens_in = tokens_in + %s, tokens_out = tokens_out + %s, cost = cost + %s,
-        tokens_reserved = GREATEST(tokens_reserved - %s, 0), cost_reserved = GREATEST(cost_reserved - %s, 0){fields}
-    WHERE id = %s
-)
-SELECT id, set_config('synchronous_commit', 'off', true), pg_advisory_unlock(%s) FROM call
-"""
-
-
-def _call_record(
-    call: LLMCall, reservation: Reservation | None, endpoint: ModelEndpoint, slot: int, run_fields: dict | None = None
-) -> None:
-    """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run, give ``reservation`` back and
-    ``endpoint``'s ``slot`` too, and set ``run_fields`` on the run, at once: what one writes the other does too."""
-    run_fields = run_fields or {}
-    if connection.vendor != "postgresql":
-        with transaction.atomic():
-            call.save(force_insert=True)
-            Run.objects.filter(pk=call.run_id).update(
-                tokens_in=F("tokens_in") + call.tokens_in,
-                tokens_out=F("tokens_out") + call.tokens_out,
-                cost=F("cost") + call.cost,
-                **_settled(reservation),
-                **run_fields,
-            )
-            LLMLease.objects.filter(pk=slot).delete()
-        return
-    held = reservation or Reservation(0, Decimal(0))
-    row = [call.run_id, call.step_index, call.purpose, call.endpoint, call.model, json.dumps(call.messages)]
-    row += [call.completion, call.tokens_in, call.tokens_out, call.cost, call.latency_s, call.error]
-    row += [call.recorded_bytes, call.created_at, call.tokens_in, call.tokens_out, call.cost, held.tokens, held.cost]
-    set_also = [Run._meta.get_field(name) for name in run_fields]
-    fields = "".join(f", {connection.ops.quote_name(field.column)} = %s" for field in set_also)
-    values = [
-        field.get_db_prep_save(value, connection) for field, value in zip(set_also, run_fields.values(), strict=True)
-    ]
-    with _prepared_cursor() as cursor:
-        cursor.execute(
-            CALL_RECORD_SQL.format(fields=fields), [*row, *values, call.run_id, _slot_key(endpoint.pk, slot)]
+def _call_record(call: LLMCall, reservation: Reservation | None) -> None:
+    """Write ``call`` (unsaved, its fields set), add its tokens and cost to its run and give ``reservation`` back,
+    in one transaction."""
+    with transaction.atomic():
+        call.save(force_insert=True)
+        Run.objects.filter(pk=call.run_id).update(
+            tokens_in=F("tokens_in") + call.tokens_in,
+            tokens_out=F("tokens_out") + call.tokens_out,
+            cost=F("cost") + call.cost,
+            **_settled(reservation),
         )
-        call.pk = cursor.fetchone()[0]
-    call._state.adding, call._state.db = False, connection.alias
 
 
 @dataclass
@@ -818,7 +629,6 @@ class _Call:
     messages: list[dict]
     step_index: int
     purpose: str
-    ledger: CallLedger | None = None
     errors: list[str] = field(default_factory=list)  # what each failed attempt got, in words
     started: float = field(default_factory=time.monotonic)
     # Set by ``begin``, from the endpoint as it is when the call takes its slot:
@@ -863,9 +673,8 @@ class _Call:
             self.slot = None
 
     def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
-        """Store the call, count its tokens and cost to the run and give back its reservation and its slot, in one
-        statement (``calls_write``'s, for a ledger that defers). A connection test stores nothing: ``release`` gives
-        its slot back."""
+        """Store the call, count its tokens and cost to the run and give back its reservation. A connection test
+        stores nothing. ``release`` gives the slot back."""
         cost = cost_of(self.endpoint, tokens_in, tokens_out)
         latency = time.monotonic() - self.started
         if self.run is None:
@@ -886,14 +695,8 @@ class _Call:
             recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
             created_at=timezone.now(),
         )
-        ledger = self.ledger
-        if ledger is not None and ledger.defers:
-            ledger.pending = Deferred(call, self.reservation, self.endpoint, self.slot)
-        else:
-            _call_record(call, self.reservation, self.endpoint, self.slot)
-        self.reservation = self.slot = None
-        if ledger is not None:
-            ledger.recorded(call)
+        _call_record(call, self.reservation)
+        self.reservation = None
         return call
 
     def failed(self, exc: EndpointFailure, *, attempt: int, attempts: int, tick: Callable[[], None] | None) -> None:
@@ -922,17 +725,13 @@ class _Call:
         if cut:
             notes.append(f"the endpoint left the stop sequence {cut!r} in its answer; the answer ends before it")
         if self.run is not None:
-            notes.append(
-                repeat_note(self.run, self.step_index, self.purpose, self.messages, self.options, text, self.ledger)
-            )
+            notes.append(repeat_note(self.run, self.step_index, self.purpose, self.messages, self.options, text))
         notes = [note for note in notes if note]
         recorded = self.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
         return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
 
 
-def completion_for_run(
-    *, run: Run, step_index: int, message: dict, tick: Callable[[], None], ledger: CallLedger | None = None
-) -> dict:
+def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
     """Answer an agent's ``llm`` protocol request. Budget and infrastructure errors end the run (re-raised)."""
     options = {k: v for k, v in message.items() if k in ALLOWED_OPTIONS}
     # The models come from the run (set by whoever started it), never from the agent's package or config.
@@ -940,12 +739,12 @@ def completion_for_run(
     asked = message.get("model")
     if not allowed:
         refusal = "this run has no model: it was started without one (bench_run --model NAME gives it one)"
-        return _refused(run, step_index, message, asked, refusal, ledger)
+        return _refused(run, step_index, message, asked, refusal)
     model = asked or allowed["main"]
     if model not in allowed.values():
         names = ", ".join(f"{role} {name!r}" for role, name in allowed.items())
         refusal = f"this run may use only the models it was started with ({names}), not {model!r}"
-        return _refused(run, step_index, message, asked, refusal, ledger)
+        return _refused(run, step_index, message, asked, refusal)
     try:
         result = complete(
             run=run,
@@ -955,7 +754,6 @@ def completion_for_run(
             purpose=str(message.get("purpose", "agent")),
             options=options,
             tick=tick,
-            ledger=ledger,
         )
     except LLMRequestError as exc:
         return {"type": "error", "message": str(exc)}
@@ -968,13 +766,11 @@ def completion_for_run(
     }
 
 
-def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str, ledger: CallLedger | None) -> dict:
+def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str) -> dict:
     """A request no endpoint saw: recorded on the run (no tokens, no cost) so the trace shows what was asked, and
     counted against what a run may record."""
-    if ledger is not None:
-        calls_write(ledger)  # the call before this one first
-    calls_limit_check(run, step_index, ledger=ledger)
-    call = LLMCall.objects.create(
+    calls_limit_check(run, step_index)
+    LLMCall.objects.create(
         run=run,
         step_index=step_index,
         purpose=db_text(str(message.get("purpose", "agent"))[:60]),
@@ -982,8 +778,6 @@ def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: s
         model=db_text(str(asked or "")[:200]),
         error=f"refused, no endpoint called: {refusal}",
     )
-    if ledger is not None:
-        ledger.recorded(call)
     return {"type": "error", "message": refusal}
 
 

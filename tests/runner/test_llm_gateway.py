@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
 from django.urls import reverse
 
 from runner.execution import run_execute
 from runner.llm.gateway import (
     SLOT_LOCKS,
-    CallLedger,
     LLMError,
     budget_reserve,
     budget_settle,
@@ -101,80 +99,23 @@ def test_calls_to_an_endpoint_reuse_one_client_and_its_connection(run, llm_serve
     assert client_for(other) is client_for(endpoint)  # same address and key
 
 
-def statements(queries) -> list[str]:
-    """The first word of each statement captured, with the table a SELECT reads (its FROM outside subqueries)."""
-    words = []
-    for query in queries.captured_queries:
-        sql, depth, table = " ".join(query["sql"].split()), 0, ""
-        for i, char in enumerate(sql):
-            depth += {"(": 1, ")": -1}.get(char, 0)
-            if depth == 0 and sql.startswith(" FROM ", i):
-                table = sql[i + 6 :].split()[0].strip('"')
-        words.append(f"{sql.split()[0]} {table}".strip() if sql.startswith("SELECT") else sql.split()[0])
-    return words
-
-
-@pytest.mark.parametrize(
-    ("budget", "first"),
-    [(10_000, ["UPDATE"]), (None, [])],  # the run's reservation
-)
-def test_a_call_takes_its_slot_with_its_endpoint_and_gives_it_back_with_its_record(run, llm_server, budget, first):
-    """A session's call makes two statements: the endpoint's read, which takes a slot (an advisory lock, held by
-    the connection), then a reservation against the run's budget when it has one; the record, which gives both
-    back. Its call limits and earlier answers come from the session's ledger. Each once cost a query or a
-    transaction of its own: 19 statements in six transactions, then 14 in two."""
-    from django.test.utils import CaptureQueriesContext
-
-    Run.objects.filter(pk=run.pk).update(max_tokens=budget)
-    run.refresh_from_db()
-    ledger = CallLedger(run.pk)
-    llm_server.default = "ok"
-    complete(run=run, messages=MESSAGES, ledger=ledger, options={"temperature": 0.5})
-    with CaptureQueriesContext(connection) as queries:
-        complete(run=run, messages=MESSAGES, ledger=ledger, options={"temperature": 0.5})
-
-    taken = ["SELECT runner_modelendpoint", *first]  # the slot: an advisory lock taken in the endpoint's read
-    recorded = ["WITH"]  # its row, its tokens and cost counted to the run and its slot given back, in one statement
-    assert statements(queries) == taken + recorded
-    run.refresh_from_db()
-    assert (run.tokens_reserved, slots_held(), LLMCall.objects.filter(run=run).count()) == (0, [], 2)
-    assert "the same answer as the same request got" in LLMCall.objects.filter(run=run).latest("pk").error
-
-
-def test_a_calls_two_statements_are_prepared_once_per_connection_and_django_prepares_nothing(run, llm_server):
-    llm_server.default = "ok"
-    for step in range(3):
-        complete(run=run, messages=MESSAGES, step_index=step)
-    RunFactory(task_version=run.task_version, agent=run.agent)  # a statement of Django's own
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
-        prepared = sorted(" ".join(row[0].split())[:24] for row in cursor.fetchall())
-    assert prepared == ['SELECT e."id", e."name",', "WITH call AS ( INSERT IN"]
-
-
-def test_a_ledger_counts_the_calls_an_earlier_attempt_recorded_in_its_step(run, llm_server, settings):
-    """A resumed attempt's first step may hold calls its predecessor made: the ledger reads them once, counts them
-    to the step's limit, and looks up a repeated answer among them; a later step is counted from nothing."""
+def test_calls_an_earlier_attempt_recorded_in_its_step_count_to_its_limit_and_its_repeats(run, llm_server, settings):
+    """A resumed attempt's first step may hold calls its predecessor made: they count to the step's limit, and a
+    repeated answer is looked up among them; a later step is counted from nothing."""
     settings.BENCH_LLM_CALLS_PER_STEP = 3
     earlier = [
         LLMCall.objects.create(run=run, step_index=2, endpoint="test-model", completion="same", recorded_bytes=10)
         for _ in range(2)
     ]
-    ledger = CallLedger(run.pk)
     llm_server.default = "same"
-    call = complete(run=run, messages=MESSAGES, step_index=2, ledger=ledger, options={"temperature": 0.5})
+    call = complete(run=run, messages=MESSAGES, step_index=2, options={"temperature": 0.5})
     assert f"(call {earlier[1].pk})" in LLMCall.objects.get(pk=call.call_id).error
     with pytest.raises(LLMError, match="the run made 3 model calls in step 2"):
-        complete(run=run, messages=MESSAGES, step_index=2, ledger=ledger)
+        complete(run=run, messages=MESSAGES, step_index=2)
 
     for _ in range(3):
-        complete(run=run, messages=MESSAGES, step_index=3, ledger=ledger)
-    assert (ledger.run_n, ledger.step_n, ledger.run_size) == (
-        6,
-        3,
-        LLMCall.objects.aggregate(n=Sum("recorded_bytes"))["n"],
-    )
+        complete(run=run, messages=MESSAGES, step_index=3)
+    assert LLMCall.objects.filter(run=run, step_index=3).count() == 3
 
 
 def test_transient_errors_are_retried_with_backoff(run, llm_server):
@@ -408,14 +349,7 @@ SQLITE_SLOTS = textwrap.dedent(
     call = LLMCall.objects.get(run=run)
     print("recorded", call.completion, call.step_index, run.tokens_in, run.tokens_out, run.tokens_reserved)
 
-    from runner.llm.gateway import CallLedger, calls_write
-    ledger = CallLedger(run.pk, defers=True)  # a session's: the call written with the run's next fields
-    complete(run=run, messages=[{"role": "user", "content": "hi"}], step_index=3, ledger=ledger)
-    leases = LLMLease.objects.count()
-    calls_write(ledger, live_action="List Files", live_output="")
-    run.refresh_from_db()
-    print("deferred", leases, LLMLease.objects.count(), LLMCall.objects.filter(run=run).count(), run.live_action,
-          run.tokens_in, run.tokens_reserved)
+    print("leases", LLMLease.objects.count())
     server.stop()
     """
 )
@@ -423,7 +357,7 @@ SQLITE_SLOTS = textwrap.dedent(
 
 def test_on_sqlite_an_endpoint_slot_is_a_lease_row(tmp_path):
     """SQLite (the embedded default) has no advisory locks: a slot is a row, and a dead worker's is taken back when
-    it expires; a call's record is a transaction of its own."""
+    it expires; a call's record gives its lease back."""
     root = Path(__file__).resolve().parents[2]
     env = {
         "PATH": "/usr/bin:/bin",
@@ -437,7 +371,7 @@ def test_on_sqlite_an_endpoint_slot_is_a_lease_row(tmp_path):
         [sys.executable, "-c", SQLITE_SLOTS], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = ["expired done", "waited done True 0", "recorded recorded 2 7 3 0", "deferred 1 0 2 List Files 14 0"]
+    lines = ["expired done", "waited done True 0", "recorded recorded 2 7 3 0", "leases 0"]
     assert done.stdout.split("\n")[:4] == lines, done.stdout + done.stderr
 
 
