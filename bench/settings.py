@@ -158,6 +158,8 @@ def _static_headers(headers, path: str, url: str) -> None:
 
 
 WHITENOISE_ADD_HEADERS_FUNCTION = _static_headers
+#: The documentation site as `make docs` builds it (mkdocs.yml's site_dir), served at /docs/.
+BENCH_DOCS_DIR = Path(os.environ.get("BENCH_DOCS_DIR", BASE_DIR / "var" / "docs-site"))
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "media/"
 

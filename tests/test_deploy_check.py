@@ -1,5 +1,5 @@
 """Production settings: `manage.py check --deploy` passes, without a single warning, with the environment the
-README's Deploy section gives (BENCH_HTTPS=1, DEBUG off, a secret key, the site's host)."""
+docs/deploy.md gives (BENCH_HTTPS=1, DEBUG off, a secret key, the site's host)."""
 
 import os
 import secrets
