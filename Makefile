@@ -32,6 +32,7 @@ install-dev: $(VENV)/.installed-dev
 
 run: $(if $(filter llm,$(PROCESSES)),install-dev,install) docs
 	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py bench_init
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/honcho start --no-prefix -f Procfile $(PROCESSES)
 

@@ -148,7 +148,14 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-WHITENOISE_USE_FINDERS = True
+# `collectstatic` (make run, the web image) writes each file and its gzip beside it; WhiteNoise sends the gzip to a
+# browser that takes it. Before anything is collected (a fresh checkout, the tests), files come from static/ as
+# they are.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = not any(STATIC_ROOT.iterdir())
 
 
 def _static_headers(headers, path: str, url: str) -> None:

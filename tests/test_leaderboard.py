@@ -67,7 +67,7 @@ def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, dj
         html = client.get(reverse("leaderboard:leaderboard")).content.decode()
     assert "good" in html and "100.0% [34.2–100.0] n=2" in html
     assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html
-    assert "plotly-3.7.0.min.js" in html
+    assert "plotly-cartesian-3.7.0.min.js" in html
 
 
 def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_asked_for(client, tiny_task, tmp_path):

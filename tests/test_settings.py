@@ -19,10 +19,22 @@ def test_a_number_setting_that_is_not_a_number_names_the_variable(monkeypatch):
 
 
 def test_vendored_libraries_are_served_offline_and_cached_long(client):
-    response = client.get("/static/vendor/plotly-3.7.0.min.js")
+    response = client.get("/static/vendor/plotly-cartesian-3.7.0.min.js")
     assert response.status_code == 200
     assert response["Cache-Control"] == "public, max-age=31536000, immutable"
     assert client.get("/static/css/bench.css")["Cache-Control"] != "public, max-age=31536000, immutable"
+
+
+def test_collected_static_files_are_sent_compressed(client, settings, tmp_path):
+    from django.core.management import call_command
+
+    settings.STATIC_ROOT, settings.WHITENOISE_USE_FINDERS = tmp_path / "static", False
+    call_command("collectstatic", "--noinput", verbosity=0)
+    plotly = "/static/vendor/plotly-cartesian-3.7.0.min.js"
+    plain = client.get(plotly)
+    packed = client.get(plotly, HTTP_ACCEPT_ENCODING="gzip, deflate")
+    assert (plain.status_code, packed.status_code, packed["Content-Encoding"]) == (200, 200, "gzip")
+    assert int(packed["Content-Length"]) < int(plain["Content-Length"]) / 2
 
 
 def test_a_missing_page_says_what_was_not_found_inside_the_site(client, db):

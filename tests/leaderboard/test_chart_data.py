@@ -117,7 +117,7 @@ def test_the_task_page_draws_the_scores_chart_only_when_there_are_scores(client,
     html = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
 
     lines = [t for t in _figure(html, "task-scores")["data"] if t["mode"] == "lines+markers"]
-    assert len(lines) == 2 and "plotly-3.7.0.min.js" in html
+    assert len(lines) == 2 and "plotly-cartesian-3.7.0.min.js" in html
     Run.objects.all().delete()
     empty = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
     assert 'id="figure-task-scores"' not in empty and "plotly" not in empty
