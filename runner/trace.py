@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.core.cache import cache
 from django.core.paginator import Page, Paginator
-from django.template.loader import get_template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -70,7 +68,7 @@ def steps_display(
     displayed entries are compared with), whether the step changed the workspace, and whether a new attempt of
     the run took over at it (``resumed``: the worker of the step before stopped). ``previous`` is the step before
     the first of ``steps`` (None when they start the run) and ``previous_plan`` the plan last written before it,
-    when it wrote none. ``step_cards`` renders them."""
+    when it wrote none. ``_step_card.html`` renders them."""
     previous_snapshot, previous_attempt = initial_snapshot or None, None
     if previous is not None:
         previous_plan = previous.entries.get(PLAN, previous_plan)
@@ -89,51 +87,6 @@ def steps_display(
         previous_plan = step.entries.get(PLAN, previous_plan)
         previous_snapshot = step.snapshot or previous_snapshot
     return shown
-
-
-# A recorded step never changes, so its card (what _step_card.html renders of it: everything but the per-viewer
-# fork button) is cached. The key holds what can still change after the step is recorded (its score, set when the
-# run's steps are scored) and CARD_VERSION, raised whenever the card's template or data change.
-CARD_VERSION = 5
-CARD_SECONDS = 24 * 3600
-
-# A rendered card's parts: a <pre> (whose whitespace shows), a tag, and the text between them.
-_HTML_PARTS = re.compile(r"(<pre\b.*?</pre>|<[^>]*>)", re.DOTALL | re.IGNORECASE)
-_INDENTATION = re.compile(r"\s*\n\s*")
-
-
-def html_unindented(html: str) -> str:
-    """``html`` without its template's indentation and empty lines: in the text between tags (never inside a tag
-    or a <pre>), each run of whitespace that holds a line break becomes that one line break. A browser shows the
-    page the same (outside <pre>, the only element these pages keep whitespace in, such a run shows as one space),
-    and a card of the run page is about a tenth smaller."""
-    parts = _HTML_PARTS.split(html)
-    parts[::2] = [_INDENTATION.sub("\n", text) for text in parts[::2]]
-    return "".join(parts)
-
-
-def step_cards(items: list[dict], *, run: Run) -> None:
-    """Set ``item["card"]`` on each item of ``steps_display``: the step's rendered card (unindented), from the
-    cache when it is there (its entries are only highlighted when it is not)."""
-    keys = {}
-    for item in items:
-        step = item["step"]
-        # started_at too: a database reset or restored under a lasting cache may give another step the same id.
-        stamp = step.started_at.timestamp()
-        keys[f"trace-card:{CARD_VERSION}:{step.pk}:{stamp}:{step.score!r}:{step.llm_calls_count}"] = item
-    cached = cache.get_many(list(keys))
-    template = get_template("runner/_step_card.html")
-    fresh = {}
-    for key, item in keys.items():
-        html = cached.get(key)
-        if html is None:
-            item["entries"] = entries_display(item["step"], item["previous_plan"])
-            item["summary"] = input_summary(item["step"].action_input)
-            html = template.render({"run": run, "item": item, "step": item["step"]})
-            html = fresh[key] = html_unindented(html)
-        item["card"] = mark_safe(html)  # noqa: S308 - rendered by our autoescaping template
-    if fresh:
-        cache.set_many(fresh, CARD_SECONDS)
 
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}

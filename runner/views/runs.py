@@ -61,7 +61,6 @@ from runner.trace import (
     PLAN,
     WorkspaceTooLarge,
     input_summary,
-    step_cards,
     steps_display,
     workspace_changes,
     workspace_entry,
@@ -131,7 +130,6 @@ def _trace_context(run: Run, steps: list[Step], previous: Step | None) -> dict:
     if previous is not None and PLAN not in previous.entries and any(PLAN in step.entries for step in steps):
         plan = run_plan_before(run=run, index=previous.index)  # only a shown plan is compared with it
     items = steps_display(steps, initial_snapshot=run.initial_snapshot, previous=previous, previous_plan=plan)
-    step_cards(items, run=run)
     earlier = steps[0].index if previous is not None and steps else None
     return {"run": run, "steps": items, "earlier_before": earlier, "page_steps": TRACE_PAGE_STEPS}
 
@@ -145,7 +143,6 @@ def _matching_context(run: Run, steps: list[Step], predecessors: dict[int, Step]
         if previous is not None and PLAN not in previous.entries and PLAN in step.entries:
             plan = run_plan_before(run=run, index=previous.index)
         items += steps_display([step], initial_snapshot=run.initial_snapshot, previous=previous, previous_plan=plan)
-    step_cards(items, run=run)
     earlier_before = steps[0].index if earlier and steps else None
     return {"run": run, "steps": items, "earlier_before": earlier_before, "page_steps": TRACE_PAGE_STEPS}
 
@@ -190,11 +187,16 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     where = StepFilter.from_query(request.GET)
     context = _steps_context(run, where)
-    context["reviewer"] = may_review(request.user)
+    context |= _step_tools(request, run)
     context["score_chart"] = _score_chart(run)
     context["actions"] = [spec.name for spec in ACTIONS]
     context["matching"] = where.apply(Step.objects.filter(run=run)).count() if where else None
     return render(request, "runner/run_detail.html", context)
+
+
+def _step_tools(request: HttpRequest, run: Run) -> dict:
+    """What a card offers its viewer: a reviewer tags a step; staff fork an ended run from one."""
+    return {"reviewer": may_review(request.user), "fork": request.user.is_staff and not run.is_live}
 
 
 def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
@@ -204,7 +206,7 @@ def run_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     if before is None:
         return HttpResponseBadRequest("?before= needs a step index (a whole number)")
     context = _steps_context(run, StepFilter.from_query(request.GET), before=before)
-    context["reviewer"] = may_review(request.user)
+    context |= _step_tools(request, run)
     return render(request, "runner/run_detail.html#earlier-page", context)
 
 
@@ -216,7 +218,7 @@ def run_poll_view(request: HttpRequest, pk: int) -> HttpResponse:
     if after is None:
         return HttpResponseBadRequest("?after= needs a step index (a whole number, -1 for none)")
     context = _steps_context(run, StepFilter.from_query(request.GET), after=after)
-    context["reviewer"] = may_review(request.user)
+    context |= _step_tools(request, run)
     context["score_chart"] = _score_chart(run)
     response = render(request, "runner/run_detail.html#poll", context)
     if request.user.is_staff and not run.is_live:
