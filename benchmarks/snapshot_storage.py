@@ -58,13 +58,9 @@ def disk_bytes(root: Path) -> int:
 
 
 def stored_size(store, sha: str) -> int:
-    """The bytes the blob takes as stored: its file, or its record in a pack."""
-    from runner.workspace import packs
-
-    for path in (store.path(sha), store.packed_path(sha)):
-        if path.exists():
-            return path.stat().st_size
-    return store.packs.record(sha).length + packs.HEADER.size
+    """The bytes the blob's file takes (as stored, packed or not)."""
+    path = store.path(sha)
+    return (path if path.exists() else store.packed_path(sha)).stat().st_size
 
 
 def train_py(step: int) -> str:
@@ -193,16 +189,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--scenario", nargs="*", default=["data", "many", "outputs"])
-    parser.add_argument("--files-only", action="store_true", help="every blob a file of its own, as before packs")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
     import django
 
     django.setup()
-    if args.files_only:
-        from runner.workspace import snapshots
-
-        snapshots.SMALL = -1
     print(f"{args.steps} steps; MLAgentBench modelled (its Environment is not on PyPI): read-only data listed")
     print(
         f"{'scenario':<9} {'workspace':>10} | {'ours stored':>12} {'(manifests)':>12} {'MLAgentBench':>13} "

@@ -70,8 +70,6 @@ def blobs_collect(*, grace_s: float | None = None, dry_run: bool = False) -> Col
         else:
             done.removed += 1
             done.freed_bytes += freed
-    kept, dropped, freed = store.packs.compact(named, cutoff, dry_run=dry_run)
-    done.kept, done.removed, done.freed_bytes = done.kept + kept, done.removed + dropped, done.freed_bytes + freed
     done.folders = [str(path) for path in _unused_folders(cutoff, dry_run=dry_run)]
     log.info("blobs collected: %s", done.as_json())
     return done

@@ -13,10 +13,9 @@ gives the full effective manifest of either; nothing else reads the stored form.
 
 Content up to ``PACK_MAX`` bytes that zlib shrinks by a quarter or more (scripts, logs, manifests) is stored
 packed, ``<sha>.z``; everything else, and every blob a workspace hard-links (the task's read-only files), is
-stored as it is. What is stored in less than a block (``packs.SMALL``: a step's manifest, an edited script) goes
-into a pack with other small blobs (``runner.workspace.packs``) instead of a file of its own. ``read_bytes``,
-``open`` and ``copy_to`` read any of them; ``linkable`` gives a blob as a file as it is, writing it out first if it
-was stored packed or in a pack.
+stored as it is. Every blob is a file: the store keeps nothing in memory, however many blobs it holds. ``read_bytes``,
+``open`` and ``copy_to`` read either form; ``linkable`` gives a blob as a file as it is, writing it out first if it
+was stored packed.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from django.conf import settings
 
 from ..sandbox.identity import writable_for_sandbox
 from . import fs
-from .packs import SMALL, Packs
 
 Manifest = dict[str, list]  # path -> [sha256, size]
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
@@ -68,9 +66,7 @@ class BlobStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root or settings.BENCH_BLOB_DIR)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.packs = Packs(self.root / "packs")
         self.added_bytes = 0
-        self.pack_records = 0  # records this instance added to packs (at most PACK_RECORDS)
 
     def path(self, sha: str) -> Path:
         """Where the blob is stored as it is (it may be stored packed instead: ``has``, ``linkable``)."""
@@ -82,12 +78,11 @@ class BlobStore:
     def has(self, sha: str) -> bool:
         if not BLOB_NAME.fullmatch(sha):
             return False
-        return self.path(sha).exists() or self.packed_path(sha).exists() or self.packs.record(sha) is not None
+        return self.path(sha).exists() or self.packed_path(sha).exists()
 
     def fresh(self, sha: str) -> bool:
-        """Whether the blob is stored, its time set to now if so (the collector keeps it a grace period longer);
-        in a pack, whether it was stored recently enough (else it is stored again)."""
-        return self._fresh(self.path(sha)) or self._fresh(self.packed_path(sha)) or self.packs.fresh(sha)
+        """Whether the blob is stored, its time set to now if so (the collector keeps it a grace period longer)."""
+        return self._fresh(self.path(sha)) or self._fresh(self.packed_path(sha))
 
     @staticmethod
     def _fresh(path: Path) -> bool:
@@ -126,14 +121,8 @@ class BlobStore:
         return sha
 
     def _store(self, sha: str, data: bytes, packed: bytes | None) -> None:
-        """Store content that is not stored yet (``packed``: its zlib form, if it is to be kept so): in a pack when
-        it takes less than a block as stored, else in a file of its own."""
-        stored = data if packed is None else packed
-        if len(stored) <= SMALL and self.pack_records < PACK_RECORDS:
-            self.added_bytes += self.packs.put(sha, stored, zlib_packed=packed is not None)
-            self.pack_records += 1
-        else:
-            self._write(sha, stored, packed=packed is not None)
+        """Store content that is not stored yet (``packed``: its zlib form, if it is to be kept so)."""
+        self._write(sha, data if packed is None else packed, packed=packed is not None)
 
     def put_file(self, path: Path, *, link: bool = False) -> tuple[str, int]:
         """Store a file; with ``link`` an immutable source is hard-linked instead of copied."""
@@ -175,9 +164,7 @@ class BlobStore:
                 except OSError:
                     shutil.copyfile(link_from, tmp)
                 self._commit(Path(tmp), sha)
-            elif size <= PACK_MAX and (
-                (packed := _packed(data := Path(tmp).read_bytes())) is not None or size <= SMALL
-            ):
+            elif size <= PACK_MAX and (packed := _packed(data := Path(tmp).read_bytes())) is not None:
                 os.unlink(tmp)
                 self._store(sha, data, packed)
             else:
@@ -202,13 +189,7 @@ class BlobStore:
             return self.path(sha).read_bytes()
         except FileNotFoundError:
             pass
-        try:
-            return zlib.decompress(self.packed_path(sha).read_bytes())
-        except FileNotFoundError:
-            content = self.packs.get(sha)
-            if content is None:
-                raise
-            return content
+        return zlib.decompress(self.packed_path(sha).read_bytes())
 
     def open(self, sha: str) -> BinaryIO:
         """The blob's content as a binary file to read (a packed one, at most ``PACK_MAX`` bytes, unpacked in
@@ -219,7 +200,7 @@ class BlobStore:
             return io.BytesIO(self.read_bytes(sha))
 
     def linkable(self, sha: str) -> Path:
-        """The blob as it is, to hard-link: written out as a file first if it was stored packed or in a pack."""
+        """The blob as it is, to hard-link: written out as a file first if it was stored packed."""
         path = self.path(sha)
         if not path.exists():
             self._write(sha, self.read_bytes(sha), packed=False)
@@ -264,10 +245,6 @@ class BlobStore:
 
 DELTA_KEY = ""  # no file's path: the header of a manifest stored as a delta
 PACK_MAX = 1 << 20  # content this small is stored packed when zlib saves a quarter of it or more
-#: Records one store (a run's attempt, an import, a preparation) adds to packs; past them, small blobs are files.
-#: Every process keeps an index of the packs' records (about 310 bytes each), so what a run can make it hold is
-#: bounded: a script that writes a hundred thousand tiny files a step costs files, as it did, not the index.
-PACK_RECORDS = 10_000
 
 
 def _packed(data: bytes) -> bytes | None:
