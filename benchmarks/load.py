@@ -124,7 +124,7 @@ def measure(args: argparse.Namespace, var: Path, env: dict[str, str]) -> None:
     script = [act("Write File", file_name="step.py", content=STEP)]
     script += [act("Execute Script", script_name="step.py") for _ in range(args.steps)]
     agent = scripted_agent("steps-writer", script + [act("Final Answer", final_answer="done")])
-    from runner.models import Run, Step
+    from runner.models import Run, RunSpec, Step
     from runner.services import batch_create, run_cancel
 
     port = free_port()
@@ -133,7 +133,7 @@ def measure(args: argparse.Namespace, var: Path, env: dict[str, str]) -> None:
     web = None
     try:
         web = web_start(dict(env, BENCH_HOST=HOST, BENCH_PORT=str(port)), log_path=logs / "web.log")
-        batch, _ = batch_create(agent=agent, tasks=[version.task], repeats=args.runs)
+        batch, _ = batch_create(spec=RunSpec(agent), tasks=[version.task], repeats=args.runs)
         deadline = time.monotonic() + 300
         live = None
         while live is None:

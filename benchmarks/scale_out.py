@@ -155,14 +155,15 @@ def run_phases(runs: list) -> dict[str, float]:
 def platform_batch(*, env, workers: int, runs: int, agent, task, logs: Path, tag: str) -> tuple[float, str, list]:
     """Wall time of a batch of ``runs`` runs on ``workers`` fresh workers (each warmed up by one run); a
     note when a run did not finish on its first attempt; the runs."""
+    from runner.models import RunSpec
     from runner.services import batch_create
 
     procs = workers_start(env, workers, logs, tag)
     try:
-        warm, _ = batch_create(agent=agent, tasks=[task], repeats=workers)
+        warm, _ = batch_create(spec=RunSpec(agent), tasks=[task], repeats=workers)
         batch_wait(warm)
         started = time.time()
-        batch, _ = batch_create(agent=agent, tasks=[task], repeats=runs)
+        batch, _ = batch_create(spec=RunSpec(agent), tasks=[task], repeats=runs)
         ended = batch_wait(batch)
     finally:
         for proc in procs:

@@ -13,7 +13,7 @@ from task_bank.models import Task
 
 from .agents.builtin import agents_builtin_ensure
 from .execution.validation import task_version_validate_queue
-from .models import Run
+from .models import Run, RunSpec
 from .services import RunRequestError, batch_create
 
 #: A task whose runs may take at most this long is quick: the demo runs the tuner on it right after its round.
@@ -31,7 +31,9 @@ def demo_queue() -> list[Run]:
         runs += task_version_validate_queue(version=version, demo=True)
         if version.max_time_s <= QUICK_TASK_S and not version.serve_script:
             try:
-                runs += batch_create(agent=tuner, tasks=[task], note="demo: the tuner on a quick task", demo=True)[1]
+                runs += batch_create(
+                    spec=RunSpec(tuner), tasks=[task], note="demo: the tuner on a quick task", demo=True
+                )[1]
             except RunRequestError:  # a task the tuner cannot take (retired by an admin before the first start)
                 continue
     return runs

@@ -146,6 +146,22 @@ class RunLimits:
         return {**self.as_fields(), "max_cost": float(self.max_cost) if self.max_cost is not None else None}
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """What runs are asked with: the agent, its models and its limits. ``model`` is the main model; the fast and
+    edit models, when given, are more endpoints the run may use (``Run.models_allowed``)."""
+
+    agent: Agent
+    model: str = ""
+    fast_model: str = ""
+    edit_model: str = ""
+    limits: RunLimits = RunLimits()
+
+    def as_fields(self) -> dict:
+        """The agent and models as a Run's or a Batch's fields (the limits differ: a run takes its task's)."""
+        return {"agent": self.agent, "model": self.model, "fast_model": self.fast_model, "edit_model": self.edit_model}
+
+
 class Batch(models.Model):
     """Runs launched together: one agent x tasks x repeats, as asked for (the tasks, models and limits are kept).
 
@@ -206,6 +222,11 @@ class Batch(models.Model):
         return RunLimits(
             max_steps=self.max_steps, max_time_s=self.max_time_s, max_tokens=self.max_tokens, max_cost=self.max_cost
         )
+
+    @property
+    def spec(self) -> RunSpec:
+        """What its runs were asked with."""
+        return RunSpec(self.agent, self.model, self.fast_model, self.edit_model, self.limits)
 
     class State(models.TextChoices):
         """Where a submission is: its agent waiting for its smoke test, or smoke-tested and waiting for approval,

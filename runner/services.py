@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.utils import timezone
 from task_bank.models import Task, TaskVersion
 
 from .jobs import run_enqueue, runs_enqueue, step_score_enqueue
-from .models import Agent, Batch, ModelEndpoint, ReviewTag, Run, RunLimits, Step
+from .models import Agent, Batch, ModelEndpoint, ReviewTag, Run, RunLimits, RunSpec, Step
 from .selectors import storage_refusal
 
 NO_LIMITS = RunLimits()
@@ -36,17 +37,18 @@ def agent_resolve(spec: str, *, among: QuerySet[Agent] | None = None) -> Agent:
     return agent
 
 
-def model_check(*, agent: Agent, model: str, fast_model: str = "", edit_model: str = "") -> None:
+def model_check(spec: RunSpec) -> None:
     """An agent that uses an LLM needs a configured, enabled model endpoint; the others need none. A fast or edit
     model is one more endpoint the run may use, so it needs a main model beside it."""
     configured = sorted(ModelEndpoint.objects.filter(is_enabled=True).values_list("name", flat=True))
     names = ", ".join(configured) or "none yet (add one in the admin or BENCH_MODEL_ENDPOINTS)"
-    for given in (model, fast_model, edit_model):
+    for given in (spec.model, spec.fast_model, spec.edit_model):
         if given and given not in configured:
             raise RunRequestError(f"no enabled model endpoint named {given!r}; configured: {names}")
-    if agent.uses_llm and not model:
-        raise RunRequestError(f"agent {agent.name} uses an LLM: give it a model (--model NAME); configured: {names}")
-    if (fast_model or edit_model) and not model:
+    if spec.agent.uses_llm and not spec.model:
+        name = spec.agent.name
+        raise RunRequestError(f"agent {name} uses an LLM: give it a model (--model NAME); configured: {names}")
+    if (spec.fast_model or spec.edit_model) and not spec.model:
         raise RunRequestError("a fast or edit model needs a main model too (--model NAME)")
 
 
@@ -68,13 +70,11 @@ def run_create(
     executes it). Limits left out are the task's own (steps, time) or none (tokens, cost). A ``demo`` run goes to
     the demo's lane (``Run.queue_for``)."""
     version = runnable_version(task=task, version=version, purpose=purpose)
-    model = run_settings_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model, limits=limits)
+    spec = run_spec_check(RunSpec(agent, model, fast_model, edit_model, limits))
     run = Run.objects.create(
         batch=batch,
         sent_at=None if enqueue else timezone.now(),
-        fast_model=fast_model,
-        edit_model=edit_model,
-        **run_fields(task=task, version=version, agent=agent, model=model, purpose=purpose, limits=limits, demo=demo),
+        **run_fields(task=task, version=version, spec=spec, purpose=purpose, demo=demo),
     )
     if enqueue:
         run_enqueue(run)
@@ -95,11 +95,11 @@ def runnable_version(*, task: Task, version: TaskVersion | None, purpose: str) -
     return version
 
 
-def run_settings_check(
-    *, agent: Agent, model: str, limits: RunLimits, fast_model: str = "", edit_model: str = ""
-) -> str:
-    """Check the limits and the models of new runs of ``agent``; the model they use (a built-in agent's default
-    when none is given: an uploaded package's default_model names no model for the platform to pay for)."""
+def run_spec_check(spec: RunSpec) -> RunSpec:
+    """Check the limits and the models of new runs; the spec they use, with its main model filled in (a built-in
+    agent's default when none is given: an uploaded package's default_model names no model for the platform to pay
+    for)."""
+    agent = spec.agent
     if agent.kind == Agent.Kind.EXTERNAL:
         raise RunRequestError(
             f"agent {agent} has no code here: it only names the agent of runs imported from logs made elsewhere"
@@ -107,41 +107,33 @@ def run_settings_check(
     if agent.smoke_state == Agent.Smoke.FAILED:
         raise RunRequestError(agent.smoke_refusal)
     try:
-        limits.check()
+        spec.limits.check()
     except ValueError as exc:
         raise RunRequestError(str(exc)) from None
-    model = model or (agent.default_model if agent.is_trusted else "")
-    model_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model)
-    return model
+    spec = replace(spec, model=spec.model or (agent.default_model if agent.is_trusted else ""))
+    model_check(spec)
+    return spec
 
 
-def run_fields(
-    *, task: Task, version: TaskVersion, agent: Agent, model: str, purpose: str, limits: RunLimits, demo: bool = False
-) -> dict:
+def run_fields(*, task: Task, version: TaskVersion, spec: RunSpec, purpose: str, demo: bool = False) -> dict:
+    """A new run's fields: its task version, its spec (the task's own limits where it leaves them out)."""
     return {
         "task": task,
         "task_version": version,
-        "agent": agent,
-        "model": model,
+        **spec.as_fields(),
         "purpose": purpose,
         "queue": Run.queue_for(version=version, demo=demo),
         "sandbox": settings.BENCH_SANDBOX,
-        **limits.for_version(version).as_fields(),
+        **spec.limits.for_version(version).as_fields(),
     }
 
 
 def batch_request_check(
-    *,
-    agent: Agent,
-    tasks: list[Task],
-    repeats: int,
-    model: str = "",
-    fast_model: str = "",
-    edit_model: str = "",
-    limits: RunLimits = NO_LIMITS,
-) -> tuple[list[Task], list[TaskVersion], str]:
-    """Check a request for ``repeats`` runs of ``agent`` on each task; the tasks (a task named twice counts once, in
-    its first place), the versions their runs would use, and the model. RunRequestError names what is wrong."""
+    *, spec: RunSpec, tasks: list[Task], repeats: int
+) -> tuple[list[Task], list[TaskVersion], RunSpec]:
+    """Check a request for ``repeats`` runs of ``spec`` on each task; the tasks (a task named twice counts once, in
+    its first place), the versions their runs would use, and the spec checked. RunRequestError names what is
+    wrong."""
     tasks = list(dict.fromkeys(tasks))
     if repeats < 1:
         raise RunRequestError("repeats must be at least 1")
@@ -154,34 +146,26 @@ def batch_request_check(
             f"runs per request (BENCH_MAX_RUNS_PER_REQUEST)"
         )
     versions = [runnable_version(task=task, version=None, purpose=Run.Purpose.BENCHMARK) for task in tasks]
-    model = run_settings_check(agent=agent, model=model, fast_model=fast_model, edit_model=edit_model, limits=limits)
-    return tasks, versions, model
+    return tasks, versions, run_spec_check(spec)
 
 
 def batch_record(
     *,
-    agent: Agent,
+    spec: RunSpec,
     tasks: list[Task],
     repeats: int,
-    model: str,
-    fast_model: str,
-    edit_model: str,
-    limits: RunLimits,
     created_by: AbstractBaseUser | None,
     note: str = "",
     approval: str = Batch.Approval.APPROVED,
 ) -> Batch:
     """The batch that records what was asked (checked already: ``batch_request_check``), without its runs."""
     batch = Batch.objects.create(
-        agent=agent,
-        model=model,
-        fast_model=fast_model,
-        edit_model=edit_model,
+        **spec.as_fields(),
+        **spec.limits.as_fields(),
         repeats=repeats,
         note=note,
         created_by=created_by,
         approval=approval,
-        **limits.as_fields(),
     )
     batch.tasks.set(tasks)
     return batch
@@ -190,54 +174,33 @@ def batch_record(
 @transaction.atomic
 def batch_create(
     *,
-    agent: Agent,
+    spec: RunSpec,
     tasks: list[Task],
     repeats: int = 1,
-    model: str = "",
-    fast_model: str = "",
-    edit_model: str = "",
-    limits: RunLimits = NO_LIMITS,
     enqueue: bool = True,
     note: str = "",
     created_by: AbstractBaseUser | None = None,
     batch: Batch | None = None,
     demo: bool = False,
 ) -> tuple[Batch, list[Run]]:
-    """``repeats`` queued runs of ``agent`` on each task (a task named twice counts once, in its first place),
+    """``repeats`` queued runs of ``spec`` on each task (a task named twice counts once, in its first place),
     written together; at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs, and none unless every task can take them.
     The batch records what was asked; an approved submission passes its own ``batch`` to get its runs; the first
     start's demo asks for ``demo`` runs (``Run.queue_for``). An agent
     whose smoke test has not passed gets none, nor one whose owner's runs store all they may."""
-    if agent.smoke_refusal:
-        raise RunRequestError(agent.smoke_refusal)
-    if refusal := storage_refusal(owner_id=agent.owner_id, adding=1):  # a new run must have room for a file
+    if spec.agent.smoke_refusal:
+        raise RunRequestError(spec.agent.smoke_refusal)
+    if refusal := storage_refusal(owner_id=spec.agent.owner_id, adding=1):  # a new run must have room for a file
         raise RunRequestError(refusal)
-    tasks, versions, model = batch_request_check(
-        agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
-        limits=limits,
-    )  # fmt: skip
+    tasks, versions, spec = batch_request_check(spec=spec, tasks=tasks, repeats=repeats)
     if batch is None:
-        batch = batch_record(
-            agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
-            limits=limits, note=note, created_by=created_by,
-        )  # fmt: skip
+        batch = batch_record(spec=spec, tasks=tasks, repeats=repeats, note=note, created_by=created_by)
     fields = [
-        run_fields(
-            task=task,
-            version=version,
-            agent=agent,
-            model=model,
-            purpose=Run.Purpose.BENCHMARK,
-            limits=limits,
-            demo=demo,
-        )  # fmt: skip
+        run_fields(task=task, version=version, spec=spec, purpose=Run.Purpose.BENCHMARK, demo=demo)
         for task, version in zip(tasks, versions, strict=True)
     ]
     sent_at = None if enqueue else timezone.now()  # not enqueued: the caller executes them itself
-    models = {"fast_model": fast_model, "edit_model": edit_model}
-    runs = Run.objects.bulk_create(
-        Run(batch=batch, sent_at=sent_at, **models, **f) for f in fields for _ in range(repeats)
-    )
+    runs = Run.objects.bulk_create(Run(batch=batch, sent_at=sent_at, **f) for f in fields for _ in range(repeats))
     if enqueue:
         runs_enqueue(runs)
     return batch, runs
@@ -276,14 +239,10 @@ def batch_plan_create(*, batch: Batch, enqueue: bool = True) -> list[Run]:
             max_tokens=item["max_tokens"],
             max_cost=None if item["max_cost"] is None else Decimal(item["max_cost"]),
         )
-        models = {"fast_model": item["fast_model"], "edit_model": item["edit_model"]}
-        model = run_settings_check(agent=agent, model=batch.model, limits=limits, **models)
-        fields = run_fields(
-            task=version.task, version=version, agent=agent, model=model, purpose=Run.Purpose.REPRODUCTION,
-            limits=limits,
-        )  # fmt: skip
+        spec = run_spec_check(RunSpec(agent, batch.model, item["fast_model"], item["edit_model"], limits))
+        fields = run_fields(task=version.task, version=version, spec=spec, purpose=Run.Purpose.REPRODUCTION)
         sent_at = None if enqueue else timezone.now()
-        runs += [Run(batch=batch, sent_at=sent_at, **models, **fields) for _ in range(int(item["runs"]))]
+        runs += [Run(batch=batch, sent_at=sent_at, **fields) for _ in range(int(item["runs"]))]
     runs = Run.objects.bulk_create(runs)
     if enqueue:
         runs_enqueue(runs)

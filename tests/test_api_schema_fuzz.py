@@ -15,6 +15,7 @@ from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from runner.agents.submissions import submission_create
+from runner.models import RunSpec
 from runner.throttles import RunRequestThrottle
 
 from .factories import AgentFactory, RunFactory, StepFactory
@@ -31,7 +32,8 @@ def api(live_server, tiny_task, settings, monkeypatch):
     StepFactory(run=run, index=0)
     staff = get_user_model().objects.create_user("fuzzer", password="x", is_staff=True)
     submitter = get_user_model().objects.create_user("asker", password="x")
-    submission_create(submitter=submitter, agent=AgentFactory(name="asked", owner=submitter), tasks=[tiny_task.task])
+    asked = RunSpec(AgentFactory(name="asked", owner=submitter))
+    submission_create(submitter=submitter, spec=asked, tasks=[tiny_task.task])
     headers = {"Authorization": f"Token {Token.objects.create(user=staff).key}"}
     return schemathesis.openapi.from_url(f"{live_server.url}/api/v1/schema/"), headers
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from accounts.models import ApiToken
 from accounts.services import token_create
 from runner.agents.submissions import submission_create
-from runner.models import Batch, ReviewTag, Run, Step
+from runner.models import Batch, ReviewTag, Run, RunSpec, Step
 from task_bank.models import Task, TaskVersion
 
 from .factories import RunFactory, package_write
@@ -286,7 +286,7 @@ def objects(tmp_path, tiny_task, private_agent, people) -> dict:
     # Staff curate: they hold the admin's permissions on runs and tasks (Django's admin asks for them).
     people["staff"].user_permissions.set(Permission.objects.filter(content_type__app_label__in=["runner", "task_bank"]))
     reviewer = people["staff"].__class__.objects.create_user("another-reviewer", password="x", is_staff=True)
-    pending, _ = submission_create(submitter=people["owner"], agent=private_agent, tasks=[tiny_task.task])
+    pending, _ = submission_create(submitter=people["owner"], spec=RunSpec(private_agent), tasks=[tiny_task.task])
     return {
         "pending": pending,
         "tag": ReviewTag.objects.create(run=finished, kind="gave_up", author=reviewer),

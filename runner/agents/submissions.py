@@ -15,9 +15,8 @@ from core.roles import is_staff, is_submitter
 from task_bank.models import Task
 
 from ..jobs import QueueUnreachable
-from ..models import Agent, Batch, Run, RunLimits
+from ..models import Agent, Batch, Run, RunSpec
 from ..services import (
-    NO_LIMITS,
     RunRequestError,
     batch_create,
     batch_plan_create,
@@ -42,35 +41,22 @@ def agents_requestable(*, user: AbstractBaseUser):
 
 @transaction.atomic
 def submission_create(
-    *,
-    submitter: AbstractBaseUser,
-    agent: Agent,
-    tasks: list[Task],
-    repeats: int = 1,
-    model: str = "",
-    fast_model: str = "",
-    edit_model: str = "",
-    limits: RunLimits = NO_LIMITS,
+    *, submitter: AbstractBaseUser, spec: RunSpec, tasks: list[Task], repeats: int = 1
 ) -> tuple[Batch, list[Run]]:
-    """Ask for ``repeats`` runs of ``agent`` on each task. Checked now as the runs would be (tasks that take runs,
+    """Ask for ``repeats`` runs of ``spec`` on each task. Checked now as the runs would be (tasks that take runs,
     models among the enabled endpoints, limits, at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs); a submitter may ask
     only for their own agents. Staff's request is approved at once, a submitter's waits for staff unless
     ``BENCH_AUTO_APPROVE_SUBMISSIONS``; a request for an agent still waiting for its smoke test waits for it too
     (``submissions_after_smoke``). Returns the submission and its runs (none while it waits)."""
+    agent = spec.agent
     if not is_submitter(submitter):
         raise RunRequestError("sign in to ask for runs")
     if not agents_requestable(user=submitter).filter(pk=agent.pk).exists():
         if agent.kind == Agent.Kind.EXTERNAL:
             raise RunRequestError(f"agent {agent} has no code here: it only names the agent of imported runs")
         raise RunRequestError(f"agent {agent.name} is not yours: ask for runs of an agent you uploaded")
-    tasks, _, model = batch_request_check(
-        agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
-        limits=limits,
-    )  # fmt: skip
-    batch = batch_record(
-        agent=agent, tasks=tasks, repeats=repeats, model=model, fast_model=fast_model, edit_model=edit_model,
-        limits=limits, created_by=submitter, approval=Batch.Approval.PENDING,
-    )  # fmt: skip
+    tasks, _, spec = batch_request_check(spec=spec, tasks=tasks, repeats=repeats)
+    batch = batch_record(spec=spec, tasks=tasks, repeats=repeats, created_by=submitter, approval=Batch.Approval.PENDING)
     if agent.smoke_state == Agent.Smoke.PENDING:
         return batch, []
     if is_staff(submitter):
@@ -121,14 +107,7 @@ def submission_approve(*, batch: Batch, by: AbstractBaseUser | None) -> list[Run
     if batch.plan:  # a reproduction: its runs exactly as recorded
         return batch_plan_create(batch=batch)
     _, runs = batch_create(
-        agent=batch.agent,
-        tasks=list(batch.tasks.order_by("slug")),
-        repeats=batch.repeats,
-        model=batch.model,
-        fast_model=batch.fast_model,
-        edit_model=batch.edit_model,
-        limits=batch.limits,
-        batch=batch,
+        spec=batch.spec, tasks=list(batch.tasks.order_by("slug")), repeats=batch.repeats, batch=batch
     )
     return runs
 

@@ -12,7 +12,7 @@ from core.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPaginati
 from core.schema import errors
 from runner.filters import RunFilters
 from runner.jobs import QueueUnreachable
-from runner.models import Agent, Run, RunLimits, Step
+from runner.models import Agent, Run, RunLimits, RunSpec, Step
 from runner.selectors import (
     NoSuchRun,
     queue_position,
@@ -103,9 +103,9 @@ class RunRequestSerializer(serializers.Serializer):
     @staticmethod
     def batch_arguments(data: dict) -> dict:
         """The validated request as ``services.batch_create`` and ``submission_create`` take it."""
-        fields = ("agent", "tasks", "repeats", "model", "fast_model", "edit_model")
         limits = RunLimits(**{name: data.get(name) for name in RunLimits.NAMES})
-        return {name: data[name] for name in fields} | {"limits": limits}
+        spec = RunSpec(data["agent"], data["model"], data["fast_model"], data["edit_model"], limits)
+        return {"spec": spec, "tasks": data["tasks"], "repeats": data["repeats"]}
 
     def validate_tasks(self, slugs: list[str]) -> list[Task]:
         tasks = {t.slug: t for t in Task.objects.select_related("current_version").filter(slug__in=slugs)}

@@ -28,7 +28,7 @@ from runner.agents.submissions import (
 )
 from runner.forms import AgentUploadForm, RunRequestForm, form_throttled
 from runner.jobs import QueueUnreachable
-from runner.models import Agent, Batch
+from runner.models import Agent, Batch, RunSpec
 from runner.selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
 from runner.services import RunRequestError
 from runner.throttles import AgentUploadThrottle, RunRequestThrottle
@@ -149,15 +149,9 @@ def run_request_view(request: HttpRequest) -> HttpResponse:
         else:
             data = form.cleaned_data
             try:
+                spec = RunSpec(data["agent"], data["model"], data["fast_model"], data["edit_model"], form.limits)
                 batch, runs = submission_create(
-                    submitter=request.user,
-                    agent=data["agent"],
-                    tasks=list(data["tasks"]),
-                    repeats=data["repeats"],
-                    model=data["model"],
-                    fast_model=data["fast_model"],
-                    edit_model=data["edit_model"],
-                    limits=form.limits,
+                    submitter=request.user, spec=spec, tasks=list(data["tasks"]), repeats=data["repeats"]
                 )
             except RunRequestError as exc:
                 form.add_error(None, str(exc))

@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 from django.core.management import call_command
 
-from runner.models import Run
+from runner.models import Run, RunSpec
 from runner.services import batch_create
 from task_bank.models import Task
 
@@ -30,7 +30,7 @@ def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path, setting
 
     worker = procfile.worker_start(env, node="persons", log_path=tmp_path / "worker.log", beat=False)
     try:
-        _, (mine,) = batch_create(agent=first_tuner.agent, tasks=[digits])
+        _, (mine,) = batch_create(spec=RunSpec(first_tuner.agent), tasks=[digits])
         wait_for(lambda: not Run.objects.get(pk=mine.pk).is_live, 600, "the person's run to end")
     finally:
         procfile.process_stop(worker)

@@ -10,7 +10,7 @@ from leaderboard.reproductions import reproduction_comparison
 from leaderboard.services import ReproductionRefused, reproduction_of_row
 from leaderboard.stats import DIFFERS, HOLDS
 from runner.agents.builtin import agents_builtin_ensure
-from runner.models import Batch, ModelEndpoint, Run
+from runner.models import Batch, ModelEndpoint, Run, RunSpec
 from runner.services import batch_create
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
@@ -37,7 +37,7 @@ def key(agent, model: str = "") -> dict:
 
 def test_the_baselines_row_reproduced_holds(celery_worker_process, tiny_task_ready, people):
     baseline = builtin("baseline")
-    _, runs = batch_create(agent=baseline, tasks=[tiny_task_ready.task], repeats=2)
+    _, runs = batch_create(spec=RunSpec(baseline), tasks=[tiny_task_ready.task], repeats=2)
     originals = ended(runs, "the original runs")
     assert [r.status for r in originals] == [Run.Status.FINISHED] * 2 and not any(r.succeeded for r in originals)
 
@@ -57,7 +57,7 @@ def test_a_row_reproduced_after_its_task_version_changed_differs(
     celery_worker_process, tiny_task_ready, people, tmp_path
 ):
     baseline = builtin("baseline")
-    _, runs = batch_create(agent=baseline, tasks=[tiny_task_ready.task], repeats=2)
+    _, runs = batch_create(spec=RunSpec(baseline), tasks=[tiny_task_ready.task], repeats=2)
     ended(runs, "the original runs")
     # A new version of tiny whose starter code writes 3.0: the baseline agent now beats the baseline of 2.0 by 50%.
     files = {**TINY_FILES, "env/train.py": 'open("value.txt", "w").write("3.0")\n'}
@@ -80,7 +80,7 @@ def test_a_row_whose_endpoint_is_disabled_is_refused_and_nothing_runs(
     celery_worker_process, tiny_task_ready, endpoint, people
 ):
     baseline = builtin("baseline")
-    _, runs = batch_create(agent=baseline, tasks=[tiny_task_ready.task], repeats=2, model=endpoint.name)
+    _, runs = batch_create(spec=RunSpec(baseline, endpoint.name), tasks=[tiny_task_ready.task], repeats=2)
     assert [r.status for r in ended(runs, "the original runs")] == [Run.Status.FINISHED] * 2
     ModelEndpoint.objects.filter(pk=endpoint.pk).update(is_enabled=False)
     batches = Batch.objects.count()
@@ -94,7 +94,7 @@ def test_a_row_whose_endpoint_is_disabled_is_refused_and_nothing_runs(
 
 def test_the_tuners_row_on_digits_reproduced_holds(celery_worker_process, digits, people):
     tuner = builtin("tuner")
-    _, runs = batch_create(agent=tuner, tasks=[digits.task], repeats=2)  # its first run validates digits first
+    _, runs = batch_create(spec=RunSpec(tuner), tasks=[digits.task], repeats=2)  # its first run validates digits first
     originals = ended(runs, "the tuner's runs", timeout_s=900)
     assert all(r.status == Run.Status.FINISHED and r.succeeded for r in originals), [r.error for r in originals]
 

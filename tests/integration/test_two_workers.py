@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.db.models import Count, Sum
 
-from runner.models import Run, Step
+from runner.models import Run, RunSpec, Step
 from runner.services import batch_create
 
 from ..factories import AgentFactory, validate_now
@@ -76,7 +76,7 @@ def test_two_workers_run_a_batch_of_twenty_each_exactly_once(worker_env, celery_
     logs = [tmp_path / "one.log", tmp_path / "two.log"]
     workers = [start_worker(worker_env, log, celery_test_queue) for log in logs]
     try:
-        batch, runs = batch_create(agent=agent, tasks=[tiny_task.task], repeats=RUNS)
+        batch, runs = batch_create(spec=RunSpec(agent), tasks=[tiny_task.task], repeats=RUNS)
         wait_for(
             lambda: not Run.objects.filter(batch=batch).exclude(status__in=Run.ENDED).exists(),
             540,
@@ -110,7 +110,7 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
     survivor = start_worker(fast, survivor_log, celery_test_queue, "--beat", "--schedule", str(tmp_path / "beat"))
     victim = start_worker(fast, victim_log, celery_test_queue)
     try:
-        batch, runs = batch_create(agent=agent, tasks=[tiny_task.task], repeats=6)
+        batch, runs = batch_create(spec=RunSpec(agent), tasks=[tiny_task.task], repeats=6)
         victim_name = f"test-{os.getpid()}-victim@"
 
         def victim_run_midway() -> Run | None:

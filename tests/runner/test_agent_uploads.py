@@ -23,7 +23,7 @@ from runner.agents.smoke import SMOKE_MAX_ATTEMPTS, agent_smoke_run
 from runner.agents.submissions import submission_create
 from runner.execution.reaper import smokes_resend
 from runner.jobs import JOB_GRACE_S, smoke_test_time_limit_s
-from runner.models import Agent
+from runner.models import Agent, RunSpec
 from runner.services import RunRequestError
 from runner.throttles import AgentUploadThrottle
 
@@ -140,7 +140,7 @@ def test_a_package_that_crashes_on_import_fails_its_smoke_test_with_its_error_an
     assert "failed " in page and "missing weights" not in page
     assert client.get("/api/v1/agents/crasher/").json()["versions"][0]["smoke_error"] == ""
     with pytest.raises(RunRequestError, match="agent crasher@1 failed its smoke test .the agent exited"):
-        submission_create(submitter=alice, agent=agent, tasks=[tiny_task.task])
+        submission_create(submitter=alice, spec=RunSpec(agent), tasks=[tiny_task.task])
     # Only the stored package stays: no scratch folder of the upload or the test.
     assert leftovers(settings) - before == {agent.package_path}
 

@@ -16,7 +16,7 @@ from runner.execution import run_execute
 from runner.execution.reaper import runs_reap
 from runner.execution.validation import task_version_validate_queue
 from runner.jobs import QueueUnreachable
-from runner.models import Run, RunLimits, Step
+from runner.models import Run, RunLimits, RunSpec, Step
 from runner.services import batch_create, run_cancel, run_create, run_fork
 
 from ..brokers import use_broker
@@ -243,7 +243,7 @@ def test_a_script_over_the_cpu_time_limit_is_stopped_with_a_message_and_the_run_
 @pytest.mark.django_db(transaction=True)
 def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, baseline_agent, broker_down):
     with pytest.raises(QueueUnreachable):
-        batch_create(agent=baseline_agent, tasks=[tiny_task.task], repeats=2)
+        batch_create(spec=RunSpec(baseline_agent), tasks=[tiny_task.task], repeats=2)
     old = timezone.now() - timedelta(minutes=10)
     dead = RunFactory(task_version=tiny_task, status="running", attempt=1, heartbeat_at=old, sent_at=old)
     unsent = list(Run.objects.order_by("pk").values_list("pk", flat=True))

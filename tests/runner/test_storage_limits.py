@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from core.shared_cache import counts_clear
 from runner.execution import run_execute
-from runner.models import Run, Step
+from runner.models import Run, RunSpec, Step
 from runner.services import RunRequestError, batch_create, run_create
 
 from ..factories import AgentFactory, RunFactory
@@ -66,9 +66,9 @@ def test_past_what_an_owners_runs_may_store_a_run_ends_and_no_new_run_or_log_of_
     assert "more than one submitter's runs may store together (2 MB, BENCH_USER_MAX_STORED_MB)" in run.error
 
     with pytest.raises(RunRequestError, match="store together .2 MB, BENCH_USER_MAX_STORED_MB.; deleting runs"):
-        batch_create(agent=agent, tasks=[tiny_task_ready.task], enqueue=False)
+        batch_create(spec=RunSpec(agent), tasks=[tiny_task_ready.task], enqueue=False)
     others = AgentFactory(owner=people["stranger"], config={"script": [FINAL]})
-    assert batch_create(agent=others, tasks=[tiny_task_ready.task], enqueue=False)[1]  # someone else's: taken
+    assert batch_create(spec=RunSpec(others), tasks=[tiny_task_ready.task], enqueue=False)[1]  # someone else's: taken
 
     counts_clear()
     client.force_login(owner)
@@ -81,7 +81,7 @@ def test_past_what_an_owners_runs_may_store_a_run_ends_and_no_new_run_or_log_of_
     assert not Run.objects.filter(origin="self_reported").exists()
 
     Run.objects.filter(agent__owner=owner).delete()  # deleting runs frees their space
-    assert batch_create(agent=agent, tasks=[tiny_task_ready.task], enqueue=False)[1]
+    assert batch_create(spec=RunSpec(agent), tasks=[tiny_task_ready.task], enqueue=False)[1]
 
 
 @pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from core.shared_cache import counts_clear
 from runner.agents.submissions import submission_create
-from runner.models import Batch, Run
+from runner.models import Batch, Run, RunSpec
 
 from ..factories import AgentFactory
 
@@ -101,8 +101,8 @@ def test_visitors_are_sent_to_sign_in(client):
 
 @pytest.mark.django_db
 def test_staff_see_pending_submissions_and_approve_or_reject_them(client, people, mine, tiny_task):
-    first, _ = submission_create(submitter=people["owner"], agent=mine, tasks=[tiny_task.task], repeats=2)
-    second, _ = submission_create(submitter=people["owner"], agent=mine, tasks=[tiny_task.task])
+    first, _ = submission_create(submitter=people["owner"], spec=RunSpec(mine), tasks=[tiny_task.task], repeats=2)
+    second, _ = submission_create(submitter=people["owner"], spec=RunSpec(mine), tasks=[tiny_task.task])
     client.force_login(people["staff"])
 
     html = client.get(reverse("leaderboard:home")).content.decode()
@@ -121,7 +121,7 @@ def test_staff_see_pending_submissions_and_approve_or_reject_them(client, people
 
 @pytest.mark.django_db
 def test_a_submitter_sees_their_own_submissions_without_buttons(client, people, mine, tiny_task):
-    submission_create(submitter=people["owner"], agent=mine, tasks=[tiny_task.task])
+    submission_create(submitter=people["owner"], spec=RunSpec(mine), tasks=[tiny_task.task])
     client.force_login(people["owner"])
     html = client.get(reverse("runner:submission_list")).content.decode()
     assert "owned" in html and 'name="approve"' not in html and "Submissions to approve" not in html
@@ -154,8 +154,10 @@ def test_the_submissions_page_and_api_read_a_fixed_number_of_queries(client, peo
     def add(count: int) -> None:  # each: one waiting, one approved (with runs), of another agent
         for _ in range(count):
             other = AgentFactory(owner=people["stranger"])
-            submission_create(submitter=people["stranger"], agent=other, tasks=[tiny_task.task])
-            batch, _ = submission_create(submitter=people["stranger"], agent=other, tasks=[tiny_task.task], repeats=2)
+            submission_create(submitter=people["stranger"], spec=RunSpec(other), tasks=[tiny_task.task])
+            batch, _ = submission_create(
+                submitter=people["stranger"], spec=RunSpec(other), tasks=[tiny_task.task], repeats=2
+            )
             client.post(reverse("runner:submission_approve", args=[batch.pk]))
 
     client.force_login(people["staff"])
@@ -167,8 +169,10 @@ def test_the_submissions_page_and_api_read_a_fixed_number_of_queries(client, peo
 
 @pytest.mark.django_db
 def test_a_submissions_runs_link_lists_its_runs_alone_on_the_page_and_in_the_api(client, people, mine, tiny_task):
-    first, _ = submission_create(submitter=people["staff"], agent=mine, tasks=[tiny_task.task], repeats=2)
-    submission_create(submitter=people["staff"], agent=mine, tasks=[tiny_task.task])  # the same agent's other runs
+    first, _ = submission_create(submitter=people["staff"], spec=RunSpec(mine), tasks=[tiny_task.task], repeats=2)
+    submission_create(
+        submitter=people["staff"], spec=RunSpec(mine), tasks=[tiny_task.task]
+    )  # the same agent's other runs
     assert Run.objects.filter(agent=mine).count() == 3
     client.force_login(people["owner"])
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.shared_cache import counts_clear
 from runner.agents.submissions import submissions_after_smoke
-from runner.models import Agent, Batch, ModelEndpoint, Run
+from runner.models import Agent, Batch, ModelEndpoint, Run, RunSpec
 from runner.services import batch_create
 from runner.throttles import RunRequestThrottle
 
@@ -290,9 +290,8 @@ def test_requests_for_runs_are_throttled_per_user(client, people, mine, tiny_tas
 def test_a_batch_records_what_was_asked(mine, tiny_task, people):
     from runner.models import RunLimits
 
-    batch, runs = batch_create(
-        agent=mine, tasks=[tiny_task.task], repeats=2, limits=RunLimits(max_steps=3), created_by=people["staff"]
-    )
+    spec = RunSpec(mine, limits=RunLimits(max_steps=3))
+    batch, runs = batch_create(spec=spec, tasks=[tiny_task.task], repeats=2, created_by=people["staff"])
     assert [t.slug for t in batch.tasks.all()] == ["tiny"]
     assert (batch.max_steps, batch.max_time_s, batch.approval, len(runs)) == (3, None, "approved", 2)
 
@@ -303,5 +302,5 @@ def test_the_service_refuses_others_agents_whatever_the_caller(people, mine, tin
     from runner.services import RunRequestError
 
     with pytest.raises(RunRequestError, match="agent owned is not yours"):
-        submission_create(submitter=people["stranger"], agent=mine, tasks=[tiny_task.task])
+        submission_create(submitter=people["stranger"], spec=RunSpec(mine), tasks=[tiny_task.task])
     assert not Batch.objects.exists()

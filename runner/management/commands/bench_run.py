@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
 from runner.jobs import QueueUnreachable
-from runner.models import Agent, Run, RunLimits
+from runner.models import Agent, Run, RunLimits, RunSpec
 from runner.selectors import with_queue_position
 from runner.services import RunRequestError, agent_resolve, batch_create
 from task_bank.models import Task
@@ -82,21 +82,14 @@ class Command(BaseCommand):
         agent = self.resolve_agent(opts["agent"])
         tasks = self.resolve_tasks(opts["tasks"])
         try:
-            _, runs = batch_create(
-                agent=agent,
-                tasks=tasks,
-                repeats=opts["repeats"],
-                model=opts["model"],
-                fast_model=opts["fast_model"],
-                edit_model=opts["edit_model"],
-                limits=RunLimits(
-                    max_steps=opts["max_steps"],
-                    max_time_s=opts["max_time"],
-                    max_tokens=opts["max_tokens"],
-                    max_cost=opts["max_cost"],
-                ),
-                enqueue=not opts["inline"],
+            limits = RunLimits(
+                max_steps=opts["max_steps"],
+                max_time_s=opts["max_time"],
+                max_tokens=opts["max_tokens"],
+                max_cost=opts["max_cost"],
             )
+            spec = RunSpec(agent, opts["model"], opts["fast_model"], opts["edit_model"], limits)
+            _, runs = batch_create(spec=spec, tasks=tasks, repeats=opts["repeats"], enqueue=not opts["inline"])
         except RunRequestError as exc:
             raise CommandError(str(exc)) from exc
         except QueueUnreachable as exc:
