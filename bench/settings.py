@@ -237,7 +237,7 @@ REST_FRAMEWORK = {
     # together. Counted in the shared cache (CACHES above).
     "DEFAULT_THROTTLE_RATES": {
         "agent_uploads": os.environ.get("BENCH_AGENT_UPLOAD_RATE") or "20/hour",
-        "trace_uploads": os.environ.get("BENCH_TRACE_UPLOAD_RATE") or "20/hour",
+        "log_uploads": os.environ.get("BENCH_LOG_UPLOAD_RATE") or "20/hour",
         "run_requests": os.environ.get("BENCH_RUN_REQUEST_RATE") or "60/hour",
     },
 }

@@ -9,7 +9,7 @@ from core.docs import docs_page
 from core.health import healthz
 from leaderboard.api import leaderboard_api, reproduction_api, reproductions_api
 from runner.api.agents import AgentViewSet, SubmissionViewSet
-from runner.api.logs import batch_inspect_log_api, inspect_import_api, run_inspect_log_api, trace_import_api
+from runner.api.logs import batch_inspect_log_api, inspect_import_api, log_import_api, run_inspect_log_api
 from runner.api.runs import RunViewSet
 from task_bank.api import TaskViewSet
 
@@ -31,8 +31,8 @@ urlpatterns = [
     path("api/v1/leaderboard/", leaderboard_api, name="api-leaderboard"),
     path("api/v1/reproductions/", reproductions_api, name="api-reproductions"),
     path("api/v1/reproductions/<int:pk>/", reproduction_api, name="api-reproduction"),
-    path("api/v1/traces/", trace_import_api, name="api-traces"),
-    path("api/v1/traces/inspect/", inspect_import_api, name="api-traces-inspect"),
+    path("api/v1/logs/", log_import_api, name="api-logs"),
+    path("api/v1/logs/inspect/", inspect_import_api, name="api-logs-inspect"),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("account/", include("accounts.urls")),

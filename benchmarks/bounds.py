@@ -148,7 +148,7 @@ def log_zip(members: dict[str, bytes]) -> bytes:
 
 
 def uploads(args, version, store_root: Path) -> None:
-    from runner.logs.imports import TraceImportError, trace_import
+    from runner.logs.imports import LogImportError, log_import
 
     def blob_bytes() -> int:
         return sum(p.stat().st_blocks * 512 for p in store_root.rglob("*") if p.is_file())
@@ -162,9 +162,9 @@ def uploads(args, version, store_root: Path) -> None:
         before = blob_bytes()
         start = time.perf_counter()
         try:
-            trace_import(source=path, task_slug=version.task.slug)
+            log_import(source=path, task_slug=version.task.slug)
             said = "accepted"
-        except TraceImportError as exc:
+        except LogImportError as exc:
             said = f"refused: {str(exc)[:90]}"
         print(f"  {label:<24}{time.perf_counter() - start:>8.2f} s  +{(blob_bytes() - before) / 1024:.0f} kB  {said}")
 

@@ -1,4 +1,4 @@
-"""A run as an MLAgentBench log and back: ``export_trace`` and ``import_trace`` against the run's length.
+"""A run as an MLAgentBench log and back: ``export_log`` and ``import_log`` against the run's length.
 
 A task with 20 MB of read-only data and a small script; a finished run of 10 and of 50 steps whose every step
 rewrites the script (2 kB) and a result file, as an agent editing and running a script does. For each: the time to
@@ -51,8 +51,8 @@ def main() -> None:
     from runner.execution.evaluation import evaluate
     from runner.execution.preparation import task_version_prepare
     from runner.execution.sandboxes import get_sandbox
-    from runner.logs.exports import trace_export
-    from runner.logs.imports import trace_import
+    from runner.logs.exports import log_export
+    from runner.logs.imports import log_import
     from runner.models import Agent, Run, Step
     from runner.workspace.snapshots import BlobStore
     from task_bank.services import task_import
@@ -120,11 +120,11 @@ def main() -> None:
         out = var / f"run-{steps}.zip"
         for _ in range(args.repeats):
             began = time.perf_counter()
-            trace_export(run=run, out=out)
+            log_export(run=run, out=out)
             exports.append(time.perf_counter() - began)
             before = blob_bytes(Path(settings.BENCH_BLOB_DIR))
             began = time.perf_counter()
-            trace_import(source=out)
+            log_import(source=out)
             imports.append(time.perf_counter() - began)
             added.append(blob_bytes(Path(settings.BENCH_BLOB_DIR)) - before)
         print(

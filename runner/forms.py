@@ -36,7 +36,7 @@ class AgentUploadForm(forms.Form):
         return package
 
 
-class TraceUploadForm(forms.Form):
+class LogUploadForm(forms.Form):
     log = forms.FileField(
         label="Log (zip, or an Inspect log)",
         help_text="An MLAgentBench log folder, zipped: env_log/trace.json and env_log/traces/step_N_files/ "

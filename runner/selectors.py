@@ -27,7 +27,7 @@ from .models import Agent, Batch, LLMCall, ReviewTag, Run, RunQuerySet, Step
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
-# (export_trace), which sees everything.
+# (export_log), which sees everything.
 Viewer = AbstractBaseUser | AnonymousUser | None
 
 

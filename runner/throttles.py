@@ -11,11 +11,11 @@ class RunRequestThrottle(SharedUserRateThrottle):
     scope = "run_requests"
 
 
-class TraceUploadThrottle(SharedUserRateThrottle):
+class LogUploadThrottle(SharedUserRateThrottle):
     """Log uploads per user (each stores a log of a ready task version; its scoring is a worker's job,
-    ``runner.score_import``): the ``trace_uploads`` rate in settings."""
+    ``runner.score_import``): the ``log_uploads`` rate in settings."""
 
-    scope = "trace_uploads"
+    scope = "log_uploads"
 
 
 class AgentUploadThrottle(SharedUserRateThrottle):

@@ -115,9 +115,9 @@ def test_the_limits_count_in_a_database_table_unless_a_redis_server_is_named(mon
 def test_every_per_user_rate_counts_in_the_shared_cache():
     """The real-process test (tests/integration/test_shared_throttle.py) drives the run requests' rate and the
     sign-in limit; the upload rates are the same class."""
-    from runner.throttles import AgentUploadThrottle, RunRequestThrottle, TraceUploadThrottle
+    from runner.throttles import AgentUploadThrottle, LogUploadThrottle, RunRequestThrottle
 
-    for limit in (AgentUploadThrottle, RunRequestThrottle, TraceUploadThrottle):
+    for limit in (AgentUploadThrottle, RunRequestThrottle, LogUploadThrottle):
         assert limit.cache is shared_cache, limit
 
 

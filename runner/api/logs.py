@@ -1,4 +1,4 @@
-"""``POST /api/v1/traces/``: an MLAgentBench log uploaded as a self-reported run; ``POST /api/v1/traces/inspect/``:
+"""``POST /api/v1/logs/``: an MLAgentBench log uploaded as a self-reported run; ``POST /api/v1/logs/inspect/``:
 an Inspect AI log as a self-reported run per sample; ``GET
 /api/v1/runs/{id}/inspect-log/`` and ``/api/v1/batches/{id}/inspect-log/``: runs as an Inspect AI eval log."""
 
@@ -11,19 +11,19 @@ from rest_framework.response import Response
 
 from core.schema import errors
 from runner.api.runs import RunSerializer
-from runner.logs.imports import TraceImportError, inspect_upload, trace_upload
+from runner.logs.imports import LogImportError, inspect_upload, log_upload
 from runner.logs.inspect_export import inspect_log_name
 from runner.logs.inspect_read import is_inspect_name
 from runner.models import Run
 from runner.selectors import runs_visible_to
-from runner.throttles import TraceUploadThrottle
+from runner.throttles import LogUploadThrottle
 from runner.views.logs import inspect_log_response
 
 
-class TraceUploadSerializer(serializers.Serializer):
+class LogUploadSerializer(serializers.Serializer):
     log = serializers.FileField(
         help_text="An MLAgentBench log as a zip: env_log/trace.json, env_log/traces/step_N_files/, "
-        "step_final_files/, overall_time.txt (what export_trace writes, or MLAgentBench's own log folder zipped)."
+        "step_final_files/, overall_time.txt (what export_log writes, or MLAgentBench's own log folder zipped)."
     )
     task = serializers.SlugField(
         required=False,
@@ -39,24 +39,24 @@ class TraceUploadSerializer(serializers.Serializer):
 
 
 @extend_schema(
-    request={"multipart/form-data": TraceUploadSerializer},
+    request={"multipart/form-data": LogUploadSerializer},
     responses={201: RunSerializer, **errors(403, 429)},
 )
 @api_view(["POST"])
 @permission_classes([permissions.IsAuthenticated])
-@throttle_classes([TraceUploadThrottle])
+@throttle_classes([LogUploadThrottle])
 @parser_classes([MultiPartParser])
-def trace_import_api(request):
-    """Import a run made elsewhere from its MLAgentBench log (as `import_trace` does): a self-reported run, its steps
+def log_import_api(request):
+    """Import a run made elsewhere from its MLAgentBench log (as `import_log` does): a self-reported run, its steps
     as the log says, its final workspace scored here by a worker's job: `score_pending` is true, and `final_score`
     empty, until it is (`GET /api/v1/runs/{id}/`). Rankings leave it out unless asked (`?origin=all`), and until
     scored. A bad log is a 400 naming the problem, and nothing is written."""
-    run = _uploaded(request, TraceUploadSerializer, trace_upload)
+    run = _uploaded(request, LogUploadSerializer, log_upload)
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
-def _uploaded(request, serializer_class: type[TraceUploadSerializer], importer):
-    """The request's upload checked by ``serializer_class`` and imported by ``importer`` (``trace_upload``,
+def _uploaded(request, serializer_class: type[LogUploadSerializer], importer):
+    """The request's upload checked by ``serializer_class`` and imported by ``importer`` (``log_upload``,
     ``inspect_upload``) under the requesting user; a log that cannot be imported is a 400 naming why."""
     upload = serializer_class(data=request.data)
     upload.is_valid(raise_exception=True)
@@ -69,11 +69,11 @@ def _uploaded(request, serializer_class: type[TraceUploadSerializer], importer):
             agent_name=data.get("agent"),
             model=data.get("model"),
         )
-    except TraceImportError as exc:
+    except LogImportError as exc:
         raise serializers.ValidationError({"log": [str(exc)]}) from None
 
 
-class InspectUploadSerializer(TraceUploadSerializer):
+class InspectUploadSerializer(LogUploadSerializer):
     log = serializers.FileField(
         help_text="An Inspect AI eval log: a .json file (what `inspect eval --log-format json` and "
         "`GET /api/v1/runs/{id}/inspect-log/` write); a .eval file is refused with how to convert it."
@@ -91,10 +91,10 @@ class InspectUploadSerializer(TraceUploadSerializer):
 )
 @api_view(["POST"])
 @permission_classes([permissions.IsAuthenticated])
-@throttle_classes([TraceUploadThrottle])
+@throttle_classes([LogUploadThrottle])
 @parser_classes([MultiPartParser])
 def inspect_import_api(request):
-    """Import runs made elsewhere from an Inspect AI eval log (as `import_trace` does): a self-reported run per
+    """Import runs made elsewhere from an Inspect AI eval log (as `import_log` does): a self-reported run per
     sample, its steps the sample's model calls and tool calls, not scored here (an Inspect log holds no workspace
     files; the score the log reports is kept in the run's reason for having none). Every sample is checked before
     anything is written: a bad log is a 400 naming the problem, and nothing is written."""

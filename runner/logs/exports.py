@@ -1,5 +1,5 @@
 """A run as an MLAgentBench log: the folder MLAgentBench's runner writes, zipped, so that its own tools (eval.py,
-resuming from a step) read it, and ``imports.trace_import`` brings it back.
+resuming from a step) read it, and ``imports.log_import`` brings it back.
 
     run-<id>/env_log/trace.json                      steps, low_level_steps, action_infos, task_description
     run-<id>/env_log/traces/step_<N>_files/          the workspace after step N, its read-only files left out
@@ -131,7 +131,7 @@ def _run_log(run: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
-def trace_export(*, run: Run, out: Path) -> int:
+def log_export(*, run: Run, out: Path) -> int:
     """Write the run as an MLAgentBench log zip to ``out``; returns the number of steps written."""
     store = BlobStore()
     top = f"run-{run.pk}"
@@ -164,13 +164,13 @@ def trace_export(*, run: Run, out: Path) -> int:
     return len(steps)
 
 
-def trace_export_file(*, run: Run) -> Path:
-    """``trace_export`` into a new temporary file, which the caller removes."""
+def log_export_file(*, run: Run) -> Path:
+    """``log_export`` into a new temporary file, which the caller removes."""
     fd, name = tempfile.mkstemp(prefix=f"run-{run.pk}-log-", suffix=".zip")
     os.close(fd)
     path = Path(name)
     try:
-        trace_export(run=run, out=path)
+        log_export(run=run, out=path)
     except BaseException:
         path.unlink(missing_ok=True)
         raise

@@ -6,12 +6,12 @@ The log is MLAgentBench's (``exports`` describes the layout): ``env_log/trace.js
 ``mlab_bench.json``. The run gets every step in order (action, input, observation, when it ended, its low-level
 steps), the workspace after each step (the step's files over the task's read-only ones, stored as blobs once
 each), and the final workspace scored here with the task version's eval in the sandbox, as our own runs are:
-at once by ``import_trace``, by a worker's job for an upload (``import_score``: a timed task's paired scoring takes
+at once by ``import_log``, by a worker's job for an upload (``import_score``: a timed task's paired scoring takes
 minutes, longer than a web request should), the run waiting for it meanwhile (``Run.score_pending_since``).
 Its steps are as the log says: the run is marked self-reported (``Run.Origin.SELF_REPORTED``) and rankings leave it
 out unless asked.
 
-Everything is read and checked before anything is written; a bad log gets one ``TraceImportError`` naming what
+Everything is read and checked before anything is written; a bad log gets one ``LogImportError`` naming what
 is wrong, and no run.
 """
 
@@ -50,7 +50,7 @@ from .read import (
     LATEST_TIMESTAMP,
     Log,
     LoggedStep,
-    TraceImportError,
+    LogImportError,
     log_number,
     log_read,
 )
@@ -73,19 +73,19 @@ def _task_version(log: Log, task_slug: str | None) -> TaskVersion:
         task = tasks.filter(slug=slug).first()
         if task is None:
             known = ", ".join(tasks.order_by("slug").values_list("slug", flat=True)) or "none"
-            raise TraceImportError(f"no task {slug!r} in the bank; tasks: {known}")
+            raise LogImportError(f"no task {slug!r} in the bank; tasks: {known}")
     else:
         problem = log.task_description.strip()
         matching = [
             t for t in tasks.exclude(current_version=None) if t.current_version.research_problem.strip() == problem
         ]
         if len(matching) != 1:
-            raise TraceImportError(
+            raise LogImportError(
                 "the log's research problem is not that of exactly one task in the bank: name the task (--task SLUG)"
             )
         task = matching[0]
     if task.current_version is None:
-        raise TraceImportError(f"task {task.slug} has no files yet; import its package first")
+        raise LogImportError(f"task {task.slug} has no files yet; import its package first")
     number = log.extras.get("task_version") if not task_slug or task_slug == log.extras.get("task") else None
     if isinstance(number, int) and number != task.current_version.number:
         version = task.versions.filter(number=number).first()
@@ -111,7 +111,7 @@ def _agent_spec(log: Log, agent_name: str | None, default: str = DEFAULT_AGENT) 
     else:
         name, version = log.extras.get("agent") or default, log.extras.get("agent_version")
     if not isinstance(name, str) or not AGENT_NAME_RE.match(name):
-        raise TraceImportError(f"agent name {name!r}: use lowercase letters, digits, '-' and '_'")
+        raise LogImportError(f"agent name {name!r}: use lowercase letters, digits, '-' and '_'")
     return name, (str(version)[:40] if version else None)
 
 
@@ -122,7 +122,7 @@ def _agent_check(name: str, version: str | None, owner: AbstractBaseUser | None,
     agent with code here gets its versions from uploads, never from a log."""
     versions = Agent.objects.filter(name=name)
     if only_own and (versions.exclude(owner=owner).exists() if owner is not None else versions.exists()):
-        raise TraceImportError(
+        raise LogImportError(
             f"agent {name!r} is not yours: runs can be imported under an agent you own or a new name (name it as "
             "the agent to file the run under)"
         )
@@ -132,7 +132,7 @@ def _agent_check(name: str, version: str | None, owner: AbstractBaseUser | None,
         and versions.exclude(kind=Agent.Kind.EXTERNAL).exists()
     ):
         known = ", ".join(versions.order_by("created_at").values_list("version", flat=True))
-        raise TraceImportError(
+        raise LogImportError(
             f"agent {name!r} has no version {version!r} (its versions: {known}); a log's run is filed under a version "
             "it has, or under a new name: only an agent made by imports gets new versions from a log"
         )
@@ -171,7 +171,7 @@ def _folder_manifest(folder: Path, base: Manifest, store: BlobStore) -> Manifest
             sha, size = store.put_file(path)
             manifest[rel] = [sha, size]
     except TaskPackageError as exc:
-        raise TraceImportError(f"{folder.name}/{exc}") from None
+        raise LogImportError(f"{folder.name}/{exc}") from None
     return manifest
 
 
@@ -245,7 +245,7 @@ def _ending(log: Log) -> dict:
 # -- the import ----------------------------------------------------------------------------------------------------
 
 
-def trace_import(
+def log_import(
     *,
     source: Path,
     task_slug: str | None = None,
@@ -264,13 +264,13 @@ def trace_import(
     files runs under another's agent. With ``ready_only`` (an upload) the task version must be ready: validated, so
     prepared already (its preparation, prepare.py, is not run within a web request) and with a baseline to measure
     the run against. The final workspace is scored here, or with ``score_later`` by a worker's job
-    (``import_score``) once the run is recorded. ``TraceImportError`` on a bad log, and nothing written."""
+    (``import_score``) once the run is recorded. ``LogImportError`` on a bad log, and nothing written."""
     try:
         with extracted(Path(source), expected=EXPECTED, limits=PackageLimits.for_logs()) as root:
             log = log_read(root)
             version = _task_version(log, task_slug)
             if ready_only and version.status != TaskVersion.Status.READY:
-                raise TraceImportError(
+                raise LogImportError(
                     f"task {version} is {version.get_status_display().lower()}: logs can be uploaded for a task "
                     "version once it is ready (validated, its baseline measured)"
                 )
@@ -279,14 +279,14 @@ def trace_import(
             try:
                 prepared = task_version_prepare(version)
             except TaskPreparationError as exc:
-                raise TraceImportError(f"task {version} could not be prepared to score the run: {exc}") from exc
+                raise LogImportError(f"task {version} could not be prepared to score the run: {exc}") from exc
             store = BlobStore()
             snapshots, last, final_manifest = _snapshots_store(log, prepared, version, store)
     except TaskPackageError as exc:
-        raise TraceImportError(str(exc)) from exc
+        raise LogImportError(str(exc)) from exc
     owner_id = owner.pk if owner is not None else None
     if refusal := storage_refusal(owner_id=owner_id, adding=store.added_bytes):  # the blobs go with the collector
-        raise TraceImportError(f"the log cannot be stored: {refusal}")
+        raise LogImportError(f"the log cannot be stored: {refusal}")
     result = None if score_later else _score(prepared, final_manifest)
     return _run_record(
         log=log,
@@ -302,7 +302,7 @@ def trace_import(
     )
 
 
-def trace_upload(
+def log_upload(
     *,
     upload: UploadedFile,
     owner: AbstractBaseUser,
@@ -310,15 +310,15 @@ def trace_upload(
     agent_name: str | None = None,
     model: str | None = None,
 ) -> Run:
-    """An uploaded log's zip (the API's and the site's upload) imported as ``trace_import`` imports a path:
+    """An uploaded log's zip (the API's and the site's upload) imported as ``log_import`` imports a path:
     at most ``BENCH_TASK_MAX_BYTES``, of a ready task version, under an agent of ``owner``'s unless they are staff,
-    its final workspace scored by a worker's job. ``TraceImportError`` on a bad upload, and nothing written (the
+    its final workspace scored by a worker's job. ``LogImportError`` on a bad upload, and nothing written (the
     upload's copy is removed whatever happens)."""
     return _upload_import(
         upload,
         owner,
-        trace_import,
-        prefix="trace-upload-",
+        log_import,
+        prefix="log-upload-",
         task_slug=task_slug,
         agent_name=agent_name,
         model=model,
@@ -327,11 +327,11 @@ def trace_upload(
 
 
 def _upload_import(upload: UploadedFile, owner: AbstractBaseUser, importer, *, prefix: str, **fields):
-    """``importer`` (``trace_import``, ``inspect_import``) on an upload, with the rules of every upload: at most
+    """``importer`` (``log_import``, ``inspect_import``) on an upload, with the rules of every upload: at most
     ``BENCH_TASK_MAX_BYTES``, of ready task versions, under agents of ``owner``'s unless they are staff; the
     upload's copy (under its own name) removed whatever happens."""
     if upload.size > settings.BENCH_TASK_MAX_BYTES:
-        raise TraceImportError(
+        raise LogImportError(
             f"the upload is {upload.size} bytes; at most {settings.BENCH_TASK_MAX_BYTES} bytes are allowed"
         )
     with upload_saved(upload, prefix=prefix, keep_name=True) as path:
@@ -354,9 +354,9 @@ def inspect_upload(
     model: str | None = None,
 ) -> list[Run]:
     """An uploaded Inspect AI log (``.json`` or ``.eval``; the API's and the site's upload) imported as
-    ``inspect_import`` imports a path, a run per sample, with ``trace_upload``'s rules: at most
+    ``inspect_import`` imports a path, a run per sample, with ``log_upload``'s rules: at most
     ``BENCH_TASK_MAX_BYTES``, of ready task versions, under agents of ``owner``'s unless they are staff.
-    ``TraceImportError`` on a bad upload, and nothing written."""
+    ``LogImportError`` on a bad upload, and nothing written."""
     return _upload_import(
         upload, owner, inspect_import, prefix="inspect-upload-", task_slug=task_slug, agent_name=agent_name, model=model
     )
@@ -384,9 +384,9 @@ def _inspect_task_version(log: Log, task_slug: str | None) -> TaskVersion:
     log.extras = {**log.extras, "task": None}
     try:
         return _task_version(log, None)
-    except TraceImportError:
+    except LogImportError:
         known = ", ".join(Task.objects.order_by("slug").values_list("slug", flat=True)) or "none"
-        raise TraceImportError(
+        raise LogImportError(
             f"the log's task {str(named)[:100]!r} is not in the bank and its research problem is not that of exactly "
             f"one task: name the task (--task SLUG); tasks: {known}"
         ) from None
@@ -404,21 +404,21 @@ def inspect_import(
     default_agent: str = DEFAULT_AGENT,
 ) -> list[Run]:
     """Import an Inspect AI eval log (``.json``; ``inspect_read``) as self-reported runs, one per sample, as
-    ``trace_import`` imports an MLAgentBench log: the task ``task_slug``, else the one the sample's run record or
+    ``log_import`` imports an MLAgentBench log: the task ``task_slug``, else the one the sample's run record or
     the log names, else the one whose research problem the sample has; the agent ``agent_name``, else the one the
     record names, else ``default_agent``; the same checks of who files runs under which agent and of a ready task.
     An Inspect log holds no workspace files, so the runs are not scored here (``NO_FILES``) and their steps have no
     snapshots. Every sample is checked before anything is written, and all the runs are written in one
-    transaction: ``TraceImportError`` on a bad log, and nothing written."""
+    transaction: ``LogImportError`` on a bad log, and nothing written."""
     source = Path(source)
     if not source.is_file():
-        raise TraceImportError(f"{source} does not exist or is not a file")
+        raise LogImportError(f"{source} does not exist or is not a file")
     header, logs = inspect_log_read(source)
     planned = []
     for log_ in logs:
         version = _inspect_task_version(log_, task_slug)
         if ready_only and version.status != TaskVersion.Status.READY:
-            raise TraceImportError(
+            raise LogImportError(
                 f"task {version} is {version.get_status_display().lower()}: logs can be uploaded for a task "
                 "version once it is ready (validated, its baseline measured)"
             )
@@ -431,9 +431,9 @@ def inspect_import(
             try:
                 prepared[version.pk] = task_version_prepare(version)
             except TaskPreparationError as exc:
-                raise TraceImportError(f"task {version} could not be prepared: {exc}") from exc
+                raise LogImportError(f"task {version} could not be prepared: {exc}") from exc
     if refusal := storage_refusal(owner_id=owner.pk if owner is not None else None, adding=0):
-        raise TraceImportError(f"the log cannot be stored: {refusal}")
+        raise LogImportError(f"the log cannot be stored: {refusal}")
     with transaction.atomic():
         return [
             _run_record(
@@ -584,7 +584,7 @@ def _score_fields(version: TaskVersion, result: EvalResult) -> dict:
 
 def import_score(run_id: int) -> Run | None:
     """Score an imported run that waits for its score (``Run.score_pending_since``): its final workspace with the
-    task version's eval in the sandbox, as ``trace_import`` scores one at once. The job an upload sends, and
+    task version's eval in the sandbox, as ``log_import`` scores one at once. The job an upload sends, and
     the reaper sends again when it is lost. A scoring that cannot be done (the task no longer prepares, the job's
     time limit) is recorded as the run's evaluation error: the run then has no score, as a run of ours whose eval
     failed. None when the run is gone; a run already scored is left as it is."""

@@ -1,9 +1,9 @@
 """An Inspect AI eval log read and checked (``inspect_log_read``), before anything is written: one ``read.Log`` per
-sample, as an MLAgentBench log is read, so that ``imports.inspect_import`` records each as ``trace_import`` records
+sample, as an MLAgentBench log is read, so that ``imports.inspect_import`` records each as ``log_import`` records
 one. The checks and limits are the MLAgentBench log's (``read.py``): the file's size
 (``BENCH_TRACE_JSON_MAX_BYTES``), how deep it nests, the steps of a sample (``MAX_STEPS``), every number in the
 range its field holds, and the samples of one log at most ``BENCH_MAX_RUNS_PER_REQUEST``, the runs one request may
-make. Whatever is wrong is one ``TraceImportError`` naming it.
+make. Whatever is wrong is one ``LogImportError`` naming it.
 
 A sample's steps are its tool events, in order (``inspect_export`` writes a step as one): the action is the tool's
 name, its input the arguments, its observation the result, and the step ends when the tool completed. The model
@@ -27,7 +27,7 @@ from .read import (
     USAGE_BOUNDS,
     Log,
     LoggedStep,
-    TraceImportError,
+    LogImportError,
     _bounded,
     _extras_check,
     _json_parse,
@@ -60,15 +60,15 @@ def _when(value: object, where: str) -> float | None:
     try:
         moment = datetime.fromisoformat(str(value))
     except ValueError:
-        raise TraceImportError(f"{where} is {str(value)[:40]!r}; expected a date and time (ISO 8601)") from None
+        raise LogImportError(f"{where} is {str(value)[:40]!r}; expected a date and time (ISO 8601)") from None
     if moment.tzinfo is None:
-        raise TraceImportError(f"{where} is {str(value)[:40]!r}; expected a date and time with its zone")
+        raise LogImportError(f"{where} is {str(value)[:40]!r}; expected a date and time with its zone")
     return _bounded(moment.timestamp(), where, high=LATEST_TIMESTAMP)
 
 
 def _object(value: object, where: str) -> dict:
     if not isinstance(value, dict):
-        raise TraceImportError(f"{where} is not an object; expected {EXPECTED_INSPECT}")
+        raise LogImportError(f"{where} is not an object; expected {EXPECTED_INSPECT}")
     return value
 
 
@@ -100,11 +100,11 @@ def _step(event: dict, where: str, replies: dict[str, str]) -> tuple[LoggedStep,
     """A tool event as a step, and when it started."""
     name = event.get("function")
     if not isinstance(name, str) or not name:
-        raise TraceImportError(f"{where} has no function name; expected a tool event (function, arguments, result)")
+        raise LogImportError(f"{where} has no function name; expected a tool event (function, arguments, result)")
     metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
     began = _when(event.get("timestamp"), f"{where}'s timestamp")
     if began is None:
-        raise TraceImportError(f"{where} has no timestamp")
+        raise LogImportError(f"{where} has no timestamp")
     ended = _when(event.get("completed"), f"{where}'s completed")
     if ended is None:
         working = _bounded(event.get("working_time"), f"{where}'s working_time", high=USAGE_BOUNDS["wall_seconds"])
@@ -144,23 +144,21 @@ def _ending(sample: dict) -> dict:
 def _sample_log(sample: dict, where: str, header: dict) -> Log:
     events = sample.get("events") or []
     if not isinstance(events, list):
-        raise TraceImportError(f"{where}'s events is not a list")
+        raise LogImportError(f"{where}'s events is not a list")
     replies = _replies(sample)
     steps, timing, pending = [], [], {"tokens_in": 0, "tokens_out": 0, "cost": 0.0}
     for n, event in enumerate(events):
         if not isinstance(event, dict):
-            raise TraceImportError(f"{where}: event {n} is not an object")
+            raise LogImportError(f"{where}: event {n} is not an object")
         if event.get("event") == "model":
             for key, value in _usage_of(event, f"{where}: event {n}").items():
                 pending[key] += value
         elif event.get("event") == "tool":
             if len(steps) == MAX_STEPS:
-                raise TraceImportError(
-                    f"{where} has more than {MAX_STEPS} tool events; at most {MAX_STEPS} are imported"
-                )
+                raise LogImportError(f"{where} has more than {MAX_STEPS} tool events; at most {MAX_STEPS} are imported")
             step, began = _step(event, f"{where}: event {n} (a tool event)", replies)
             if steps and step.timestamp < steps[-1].timestamp:
-                raise TraceImportError(f"{where}: event {n} completed before the tool event before it: out of order")
+                raise LogImportError(f"{where}: event {n} completed before the tool event before it: out of order")
             steps.append(step)
             timing.append({"index": len(timing), "started_at": began, "duration_s": step.timestamp - began, **pending})
             pending = {"tokens_in": 0, "tokens_out": 0, "cost": 0.0}
@@ -210,48 +208,46 @@ def _sample_usage(sample: dict, where: str) -> dict:
     models = sample.get("model_usage") if isinstance(sample.get("model_usage"), dict) else {}
     for name, used in models.items():
         if not isinstance(used, dict):
-            raise TraceImportError(f"{where}'s model_usage[{str(name)[:40]!r}] is not an object")
+            raise LogImportError(f"{where}'s model_usage[{str(name)[:40]!r}] is not an object")
         for key, field in (("tokens_in", "input_tokens"), ("tokens_out", "output_tokens"), ("cost", "total_cost")):
             usage[key] += _bounded(used.get(field), f"{where}'s {field}", high=USAGE_BOUNDS[key]) or 0
     for key, high in USAGE_BOUNDS.items():
         if key in usage and usage[key] > high:
-            raise TraceImportError(f"{where}'s {key} adds up to {usage[key]:g}; at most {high:g}")
+            raise LogImportError(f"{where}'s {key} adds up to {usage[key]:g}; at most {high:g}")
     usage["wall_seconds"] = log_number(sample.get("working_time"))
     return usage
 
 
 def inspect_log_read(path: Path) -> tuple[dict, list[Log]]:
-    """Read and check an Inspect log file: its eval header and one ``Log`` per sample (``TraceImportError`` on
+    """Read and check an Inspect log file: its eval header and one ``Log`` per sample (``LogImportError`` on
     anything wrong)."""
     if path.suffix.lower() == EVAL_SUFFIX:
-        raise TraceImportError(
+        raise LogImportError(
             f"{path.name} is an Inspect log in its .eval (zip) format; expected {EXPECTED_INSPECT}: convert it "
             "with `inspect log convert --to json`"
         )
     size = path.stat().st_size
     if size > settings.BENCH_TRACE_JSON_MAX_BYTES:
-        raise TraceImportError(
+        raise LogImportError(
             f"the log is {size} bytes; at most {settings.BENCH_TRACE_JSON_MAX_BYTES} bytes are read "
             "(BENCH_TRACE_JSON_MAX_BYTES)"
         )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise TraceImportError(f"the log is not UTF-8 text; expected {EXPECTED_INSPECT}") from None
+        raise LogImportError(f"the log is not UTF-8 text; expected {EXPECTED_INSPECT}") from None
     data = _json_parse(text, path.name)
     if not isinstance(data, dict) or not isinstance(data.get("eval"), dict) or "version" not in data:
-        raise TraceImportError(
+        raise LogImportError(
             f"{path.name} is not an Inspect AI eval log (no version and eval); expected {EXPECTED_INSPECT}"
         )
     header = data["eval"]
     samples = data.get("samples")
     if not isinstance(samples, list) or not samples:
-        raise TraceImportError(
-            f"{path.name} holds no samples; expected at least one (a log written with log_samples on)"
-        )
+        raise LogImportError(f"{path.name} holds no samples; expected at least one (a log written with log_samples on)")
     most = settings.BENCH_MAX_RUNS_PER_REQUEST
     if len(samples) > most:
-        raise TraceImportError(
+        raise LogImportError(
             f"{path.name} holds {len(samples)} samples; at most {most} are imported at once "
             "(BENCH_MAX_RUNS_PER_REQUEST)"
         )

@@ -1,6 +1,6 @@
 """An MLAgentBench log read and checked (``log_read``), before anything is written: its steps, their timing and usage,
 the workspace folders, and the extras a log this platform exported carries. Whatever is wrong is one
-``TraceImportError`` naming it. ``imports.py`` turns what is read into a run."""
+``LogImportError`` naming it. ``imports.py`` turns what is read into a run."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ ERROR_OBSERVATIONS = ("EnvError:", "LLMError:", "Invalid action:")
 ERROR_LIMIT = 8000
 
 
-class TraceImportError(Exception):
+class LogImportError(Exception):
     """A log cannot be imported; the message says what is wrong and what is expected."""
 
 
@@ -67,7 +67,7 @@ def _env_log(root: Path) -> Path:
         if len(inside) != 1 or not inside[0].is_dir():
             break
         root = inside[0]
-    raise TraceImportError(f"no {TRACE_FILE} found (looked in {ENV_LOG}/ and at the top); expected {EXPECTED}")
+    raise LogImportError(f"no {TRACE_FILE} found (looked in {ENV_LOG}/ and at the top); expected {EXPECTED}")
 
 
 def log_number(value: object) -> float | None:
@@ -92,29 +92,29 @@ USAGE_BOUNDS = {
 
 
 def _bounded(value: object, where: str, *, high: float, low: float = 0.0) -> float | None:
-    """A number the log gives, or None when it gives none; ``TraceImportError`` when it gives one that is not a
+    """A number the log gives, or None when it gives none; ``LogImportError`` when it gives one that is not a
     finite number from ``low`` to ``high``."""
     if value is None:
         return None
     number = log_number(value)
     if number is None or not low <= number <= high:
-        raise TraceImportError(f"{where} is {str(value)[:40]!r}; expected a number from {low:g} to {high:g}")
+        raise LogImportError(f"{where} is {str(value)[:40]!r}; expected a number from {low:g} to {high:g}")
     return number
 
 
 def _logged_step(raw: object, where: str) -> LoggedStep:
     """One entry of trace.json's steps or low_level_steps: {action: {name, args}, observation, timestamp}."""
     if not isinstance(raw, dict):
-        raise TraceImportError(f"trace.json: {where} is not an object; expected {{action, observation, timestamp}}")
+        raise LogImportError(f"trace.json: {where} is not an object; expected {{action, observation, timestamp}}")
     action = raw.get("action")
     if not isinstance(action, dict) or not isinstance(action.get("name"), str) or not action["name"]:
-        raise TraceImportError(f"trace.json: {where} has no action name; expected action: {{name, args}}")
+        raise LogImportError(f"trace.json: {where} has no action name; expected action: {{name, args}}")
     observation = raw.get("observation", "")
     if not isinstance(observation, str):
-        raise TraceImportError(f"trace.json: {where}'s observation is not a string")
+        raise LogImportError(f"trace.json: {where}'s observation is not a string")
     timestamp = _bounded(raw.get("timestamp"), f"trace.json: {where}'s timestamp", high=LATEST_TIMESTAMP)
     if timestamp is None:
-        raise TraceImportError(f"trace.json: {where} has no timestamp (seconds since the epoch, a number)")
+        raise LogImportError(f"trace.json: {where} has no timestamp (seconds since the epoch, a number)")
     entries = raw.get("entries", {})
     return LoggedStep(
         action=action["name"][:100],
@@ -128,7 +128,7 @@ def _logged_step(raw: object, where: str) -> LoggedStep:
 def _in_order(steps: list[LoggedStep], kind: str) -> None:
     for i in range(1, len(steps)):
         if steps[i].timestamp < steps[i - 1].timestamp:
-            raise TraceImportError(
+            raise LogImportError(
                 f"trace.json: {kind} {i} is dated before {kind} {i - 1} ({steps[i].timestamp} < "
                 f"{steps[i - 1].timestamp}): the steps are out of order"
             )
@@ -139,17 +139,17 @@ def trace_parse(text: str) -> tuple[list[LoggedStep], str]:
     that ended at or after it) and its task description."""
     data = _json_parse(text, TRACE_FILE)
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        raise TraceImportError(
+        raise LogImportError(
             "trace.json has no list of steps; expected MLAgentBench's trace (steps, low_level_steps, action_infos, "
             "task_description)"
         )
     if len(data["steps"]) > MAX_STEPS:
-        raise TraceImportError(f"trace.json has {len(data['steps'])} steps; at most {MAX_STEPS} are imported")
+        raise LogImportError(f"trace.json has {len(data['steps'])} steps; at most {MAX_STEPS} are imported")
     steps = [_logged_step(raw, f"step {i}") for i, raw in enumerate(data["steps"])]
     _in_order(steps, "step")
     low_raw = data.get("low_level_steps", [])
     if not isinstance(low_raw, list):
-        raise TraceImportError("trace.json: low_level_steps is not a list")
+        raise LogImportError("trace.json: low_level_steps is not a list")
     low = [_logged_step(raw, f"low-level step {i}") for i, raw in enumerate(low_raw)]
     _in_order(low, "low-level step")
     owner = 0
@@ -157,7 +157,7 @@ def trace_parse(text: str) -> tuple[list[LoggedStep], str]:
         while owner < len(steps) and steps[owner].timestamp < step.timestamp:
             owner += 1
         if owner == len(steps):
-            raise TraceImportError(f"trace.json: low-level step {i} is dated after the last step")
+            raise LogImportError(f"trace.json: low-level step {i} is dated after the last step")
         low_step = {"action": step.action, "input": step.args, "observation": step.observation}
         if step.timestamp != steps[owner].timestamp:  # a time of its own (an export without one gives its step's)
             low_step["timestamp"] = step.timestamp
@@ -170,27 +170,27 @@ def _json_parse(text: str, name: str) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TraceImportError(f"{name} does not parse as JSON: {exc}") from None
+        raise LogImportError(f"{name} does not parse as JSON: {exc}") from None
     except RecursionError:
-        raise TraceImportError(f"{name} nests lists or objects too deeply to be read") from None
+        raise LogImportError(f"{name} nests lists or objects too deeply to be read") from None
 
 
 def _extras_check(extras: dict) -> None:
     """What this platform's run record says of each step and of the run's use, checked before anything is stored:
-    numbers in the range their fields hold (``TraceImportError`` naming the first that is not)."""
+    numbers in the range their fields hold (``LogImportError`` naming the first that is not)."""
     steps = extras.get("steps", [])
     if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
-        raise TraceImportError(f"{EXTRAS}: steps is not a list of objects")
+        raise LogImportError(f"{EXTRAS}: steps is not a list of objects")
     for i, step in enumerate(steps):
         index = step.get("index")
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_STEPS:
-            raise TraceImportError(f"{EXTRAS}: steps[{i}].index is {str(index)[:40]!r}; expected a step's index")
+            raise LogImportError(f"{EXTRAS}: steps[{i}].index is {str(index)[:40]!r}; expected a step's index")
         _bounded(step.get("started_at"), f"{EXTRAS}: steps[{i}].started_at", high=LATEST_TIMESTAMP)
         for key in ("tokens_in", "tokens_out", "cost"):
             _bounded(step.get(key), f"{EXTRAS}: steps[{i}].{key}", high=USAGE_BOUNDS[key])
     usage = extras.get("usage", {})
     if not isinstance(usage, dict):
-        raise TraceImportError(f"{EXTRAS}: usage is not an object")
+        raise LogImportError(f"{EXTRAS}: usage is not an object")
     for key, high in USAGE_BOUNDS.items():
         _bounded(usage.get(key), f"{EXTRAS}: usage.{key}", high=high)
 
@@ -200,18 +200,18 @@ def _text_file(path: Path, limit: int = ERROR_LIMIT) -> str:
 
 
 def log_read(root: Path) -> Log:
-    """Read and check an unpacked log (``TraceImportError`` on anything wrong)."""
+    """Read and check an unpacked log (``LogImportError`` on anything wrong)."""
     env_log = _env_log(root)
     size = (env_log / TRACE_FILE).stat().st_size
     if size > settings.BENCH_TRACE_JSON_MAX_BYTES:
-        raise TraceImportError(
+        raise LogImportError(
             f"{TRACE_FILE} is {size} bytes; at most {settings.BENCH_TRACE_JSON_MAX_BYTES} bytes are read "
             "(BENCH_TRACE_JSON_MAX_BYTES)"
         )
     try:
         text = (env_log / TRACE_FILE).read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise TraceImportError("trace.json is not UTF-8 text") from None
+        raise LogImportError("trace.json is not UTF-8 text") from None
     steps, description = trace_parse(text)
     step_dirs: dict[int, Path] = {}
     final_dir = None
@@ -226,7 +226,7 @@ def log_read(root: Path) -> Log:
                 continue
             index = int(match[1])
             if index >= len(steps):
-                raise TraceImportError(
+                raise LogImportError(
                     f"traces/{entry.name} belongs to no step: trace.json has {len(steps)} steps (0 to {len(steps) - 1})"
                 )
             step_dirs[index] = entry
@@ -234,7 +234,7 @@ def log_read(root: Path) -> Log:
     if (env_log / OVERALL_TIME).is_file():
         overall_time = log_number(_float_or_none(_text_file(env_log / OVERALL_TIME, 100)))
         if overall_time is None or not 0 <= overall_time <= USAGE_BOUNDS["wall_seconds"]:
-            raise TraceImportError(
+            raise LogImportError(
                 f"{OVERALL_TIME} does not hold a number of seconds (from 0 to {USAGE_BOUNDS['wall_seconds']:g})"
             )
     error = _text_file(env_log / ERROR_FILE) if (env_log / ERROR_FILE).is_file() else None
@@ -245,9 +245,9 @@ def log_read(root: Path) -> Log:
             try:
                 extras = _json_parse(place.read_text(encoding="utf-8"), EXTRAS)
             except UnicodeDecodeError as exc:
-                raise TraceImportError(f"{EXTRAS} is not UTF-8 text: {exc}") from None
+                raise LogImportError(f"{EXTRAS} is not UTF-8 text: {exc}") from None
             if not isinstance(extras, dict) or extras.get("format") != EXTRAS_FORMAT:
-                raise TraceImportError(f"{EXTRAS} is not this platform's run record (format {EXTRAS_FORMAT!r})")
+                raise LogImportError(f"{EXTRAS} is not this platform's run record (format {EXTRAS_FORMAT!r})")
             _extras_check(extras)
             break
     return Log(env_log, steps, description, step_dirs, final_dir, overall_time, error, extras)

@@ -8,28 +8,28 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from runner.forms import TraceUploadForm, form_throttled
-from runner.logs.imports import TraceImportError, inspect_upload, trace_upload, upload_default_agent
+from runner.forms import LogUploadForm, form_throttled
+from runner.logs.imports import LogImportError, inspect_upload, log_upload, upload_default_agent
 from runner.logs.inspect_export import inspect_log_file, inspect_log_filename, inspect_log_name
 from runner.logs.inspect_read import is_inspect_name
 from runner.models import Run
 from runner.selectors import runs_visible_to
-from runner.throttles import TraceUploadThrottle
+from runner.throttles import LogUploadThrottle
 from task_bank.models import Task, TaskVersion
 
 
 @login_required
-def trace_upload_view(request: HttpRequest) -> HttpResponse:
-    """Upload an MLAgentBench log (a zip) or an Inspect AI log (``.json``, ``.eval``): imported as ``import_trace``
+def log_upload_view(request: HttpRequest) -> HttpResponse:
+    """Upload an MLAgentBench log (a zip) or an Inspect AI log (``.json``, ``.eval``): imported as ``import_log``
     does, as self-reported runs under an agent of one's own (an MLAgentBench log's final workspace scored by a
     worker's job); refused with the reason (nothing kept), or the (first) run's page."""
     ready = Task.objects.filter(is_enabled=True, current_version__status=TaskVersion.Status.READY)  # what it accepts
     tasks = list(ready.order_by("slug").values_list("slug", "title"))
-    form = TraceUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
+    form = LogUploadForm(request.POST or None, request.FILES or None, tasks=tasks)
     form.fields["agent"].help_text += f" else {upload_default_agent(request.user)}."
     status = 200
     if request.method == "POST" and form.is_valid():
-        if form_throttled(request, form, TraceUploadThrottle, "uploads"):
+        if form_throttled(request, form, LogUploadThrottle, "uploads"):
             status = 429
         else:
             data = form.cleaned_data
@@ -42,8 +42,8 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
                 "model": data["model"] or None,
             }
             try:
-                runs = inspect_upload(**upload) if inspect else [trace_upload(**upload)]
-            except TraceImportError as exc:
+                runs = inspect_upload(**upload) if inspect else [log_upload(**upload)]
+            except LogImportError as exc:
                 form.add_error("log", str(exc))
                 status = 400
             else:
@@ -51,7 +51,7 @@ def trace_upload_view(request: HttpRequest) -> HttpResponse:
                 return redirect(reverse("runner:run_detail", args=[runs[0].pk]))
     elif request.method == "POST":
         status = 400
-    return render(request, "runner/trace_upload.html", {"form": form}, status=status)
+    return render(request, "runner/log_upload.html", {"form": form}, status=status)
 
 
 def _imported(runs: list[Run], *, inspect: bool) -> str:

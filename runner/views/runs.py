@@ -22,7 +22,7 @@ from runner.actions import ACTIONS, catalogue_for_agent
 from runner.charts import score_over_steps_figure, scores_overlaid_figure
 from runner.filters import RunFilters
 from runner.jobs import QueueUnreachable
-from runner.logs.exports import trace_export_file
+from runner.logs.exports import log_export_file
 from runner.models import ReviewTag, Run, Step
 from runner.selectors import (
     COMPARE_STEPS,
@@ -369,10 +369,10 @@ def run_trace_json_view(request: HttpRequest, pk: int) -> JsonResponse:
 
 
 def run_log_zip_view(request: HttpRequest, pk: int) -> FileResponse:
-    """The run as an MLAgentBench log zip (``exports.trace_export``), which MLAgentBench's tools and
-    ``import_trace`` read."""
+    """The run as an MLAgentBench log zip (``exports.log_export``), which MLAgentBench's tools and
+    ``import_log`` read."""
     run = _run_or_404(request, pk)
-    path = trace_export_file(run=run)
+    path = log_export_file(run=run)
     handle = open(path, "rb")  # noqa: SIM115 - closed by the response
     path.unlink()  # the open handle keeps the file until the response is sent
     return FileResponse(handle, as_attachment=True, filename=f"run-{run.pk}-log.zip", content_type="application/zip")

@@ -9,7 +9,7 @@ from runner.models import Run
 
 from ..brokers import closed_port_url, use_broker
 from ..runner.test_import_scoring import upload
-from ..runner.test_trace_import import write_log, zip_folder
+from ..runner.test_log_import import write_log, zip_folder
 from ..waiting import wait_for
 from .conftest import start_worker, stop_worker
 

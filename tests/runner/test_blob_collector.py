@@ -14,7 +14,7 @@ from django.core.management import call_command
 from runner.execution import run_execute
 from runner.execution.collector import ASIDE_SUFFIX, blobs_collect
 from runner.execution.preparation import task_version_prepare
-from runner.logs.exports import trace_export
+from runner.logs.exports import log_export
 from runner.models import Run
 from runner.services import run_create
 from runner.workspace.snapshots import BlobStore
@@ -68,7 +68,7 @@ def test_deleting_a_run_frees_what_only_it_held_and_keeps_what_another_run_names
     assert blobs_collect(grace_s=0).removed == 0
     for step in kept.steps.all():  # the run left is whole: every snapshot loads and every blob it names is there
         assert all(store.has(sha) for sha, _ in store.manifest_load(step.snapshot).values())
-    assert trace_export(run=kept, out=store.root.parent / "kept.zip") == 2
+    assert log_export(run=kept, out=store.root.parent / "kept.zip") == 2
 
 
 @pytest.mark.django_db

@@ -22,7 +22,7 @@ from runner.models import Run
 
 from ..brokers import use_broker
 from ..integration.conftest import REDIS_URL
-from .test_trace_import import write_log, zip_folder
+from .test_log_import import write_log, zip_folder
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def fresh_throttle(db):
 
 def upload(client, data: bytes) -> Run:
     response = client.post(
-        "/api/v1/traces/",
+        "/api/v1/logs/",
         {"log": SimpleUploadedFile("run.zip", data, "application/zip"), "task": "tiny", "agent": "my-agent"},
     )
     assert response.status_code == 201, response.content

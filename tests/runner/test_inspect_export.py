@@ -51,7 +51,7 @@ def test_a_run_is_an_inspect_log_the_library_reads_as_the_run(scored_run, tmp_pa
     assert (run.status, run.final_score) == ("finished", 5.0)
     out = tmp_path / "run.json"
 
-    call_command("export_trace", str(run.pk), str(out), "--format", "inspect")
+    call_command("export_log", str(run.pk), str(out), "--format", "inspect")
 
     log = read_eval_log(str(out))
     assert log.status == "success" and log.eval.task == "tiny" and log.eval.task_version == run.task_version.number
@@ -109,7 +109,7 @@ def test_a_run_that_failed_is_a_sample_with_its_error_and_no_score(tiny_task, tm
     assert run.status == "failed" and run.final_score is None
     out = tmp_path / "failed.json"
 
-    call_command("export_trace", str(run.pk), str(out), "--format", "inspect")
+    call_command("export_log", str(run.pk), str(out), "--format", "inspect")
 
     [sample] = read_eval_log(str(out)).samples
     assert sample.error is not None and sample.error.traceback == run.error
@@ -127,7 +127,7 @@ def test_a_batch_is_one_log_with_a_sample_per_run(tiny_task, tmp_path):
     other = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
     out = tmp_path / "batch.json"
 
-    call_command("export_trace", str(batch.pk), str(out), "--format", "inspect", "--batch")
+    call_command("export_log", str(batch.pk), str(out), "--format", "inspect", "--batch")
 
     log = read_eval_log(str(out))
     assert (
@@ -135,7 +135,7 @@ def test_a_batch_is_one_log_with_a_sample_per_run(tiny_task, tmp_path):
     )
     assert log.results.total_samples == 2 and log.eval.metadata["mlab_bench"]["batch"] == batch.pk
     with pytest.raises(CommandError, match="no runs in batch"):
-        call_command("export_trace", "999999", str(out), "--format", "inspect", "--batch")
+        call_command("export_log", "999999", str(out), "--format", "inspect", "--batch")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -143,7 +143,7 @@ def test_the_written_log_is_json_that_inspect_reads_from_standard_output(tiny_ta
     agent = AgentFactory(config={"script": [{"type": "act", "action": "Final Answer", "input": {"final_answer": "-"}}]})
     run = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
 
-    call_command("export_trace", str(run.pk), "-", "--format", "inspect")
+    call_command("export_log", str(run.pk), "-", "--format", "inspect")
 
     data = json.loads(capsys.readouterr().out)
     assert data["samples"][0]["id"] == run.pk and data["version"] == 2
@@ -154,7 +154,7 @@ def test_a_log_written_to_a_folder_is_named_so_that_inspect_lists_it(tiny_task, 
     agent = AgentFactory(config={"script": [{"type": "act", "action": "Final Answer", "input": {"final_answer": "-"}}]})
     run = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
 
-    call_command("export_trace", str(run.pk), str(tmp_path), "--format", "inspect")
+    call_command("export_log", str(run.pk), str(tmp_path), "--format", "inspect")
 
     [listed] = list_eval_logs(str(tmp_path))
     assert listed.task == "tiny" and read_eval_log(listed).samples[0].id == run.pk
@@ -171,7 +171,7 @@ def test_a_run_stopped_at_its_step_limit_is_a_sample_at_inspects_turn_limit(tiny
     assert (run.status, run.failure_kind, run.steps_count) == ("failed", "limit", 2)
     out = tmp_path / "limit.json"
 
-    call_command("export_trace", str(run.pk), str(out), "--format", "inspect")
+    call_command("export_log", str(run.pk), str(out), "--format", "inspect")
 
     [sample] = read_eval_log(str(out)).samples
     assert (sample.limit.type, sample.limit.limit) == ("turn", 2) and sample.error is None

@@ -32,9 +32,9 @@ def test_a_run_exported_as_an_inspect_log_comes_back_with_its_steps_timing_and_u
 ):
     run = thinking_run(tiny_task_ready, llm_server)
     out = tmp_path / "run.json"
-    call_command("export_trace", str(run.pk), str(out), "--format", "inspect")
+    call_command("export_log", str(run.pk), str(out), "--format", "inspect")
 
-    call_command("import_trace", str(out))
+    call_command("import_log", str(out))
 
     again = Run.objects.exclude(pk=run.pk).get()
     assert "self-reported" in capsys.readouterr().out
@@ -150,7 +150,7 @@ def test_a_log_the_library_wrote_becomes_a_run_per_sample(tiny_task, tmp_path):
     )
 
     # The log's task is not in the bank: found by the samples' research problem.
-    call_command("import_trace", str(log), "--agent", "their-agent")
+    call_command("import_log", str(log), "--agent", "their-agent")
 
     first, errored, limited = Run.objects.order_by("pk")
     assert first.task_version == tiny_task and first.model == "openai/gpt-4o" and first.agent.name == "their-agent"
@@ -258,7 +258,7 @@ def test_a_bad_inspect_log_gets_one_clear_error_and_leaves_nothing(case, tiny_ta
     agents = Agent.objects.count()
 
     with pytest.raises(CommandError, match=message) as caught:
-        call_command("import_trace", str(source), "--agent", "theirs")
+        call_command("import_log", str(source), "--agent", "theirs")
 
     assert len(str(caught.value).splitlines()) == 1
     assert not Run.objects.exists() and not Step.objects.exists() and Agent.objects.count() == agents
@@ -267,7 +267,7 @@ def test_a_bad_inspect_log_gets_one_clear_error_and_leaves_nothing(case, tiny_ta
 @pytest.mark.django_db(transaction=True)
 def test_a_task_named_that_the_bank_does_not_have_is_refused(tiny_task, tmp_path):
     with pytest.raises(CommandError, match="no task 'nope' in the bank; tasks: tiny"):
-        call_command("import_trace", str(_their_log_json(tmp_path)), "--task", "nope")
+        call_command("import_log", str(_their_log_json(tmp_path)), "--task", "nope")
     assert not Run.objects.exists()
 
 

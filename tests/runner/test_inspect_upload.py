@@ -1,5 +1,5 @@
 """An Inspect AI eval log uploaded by a signed-in user, on the site (/runs/import/) or through the API
-(POST /api/v1/traces/inspect/): a self-reported run per sample under an agent of their own, not scored here; a file
+(POST /api/v1/logs/inspect/): a self-reported run per sample under an agent of their own, not scored here; a file
 that is no Inspect log, or a log that cannot be read, is refused with the reason and nothing is kept."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from runner.models import Agent, Run
 from ..factories import AgentFactory
 from .test_inspect_import import their_sample, write_their_log
 
-API = "/api/v1/traces/inspect/"
+API = "/api/v1/logs/inspect/"
 PAGE = "/runs/import/"
 
 

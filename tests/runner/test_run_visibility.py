@@ -74,10 +74,10 @@ def test_a_public_agents_run_and_steps_are_shown_to_anonymous_visitors(client, p
     assert client.get(reverse("runner:step_files", args=[public_run.pk, 0])).status_code == 200
 
 
-def test_an_operators_export_trace_still_writes_a_private_agents_run(private_run, capsys):
+def test_an_operators_export_log_still_writes_a_private_agents_run(private_run, capsys):
     from django.core.management import call_command
 
-    call_command("export_trace", str(private_run.pk), "-")
+    call_command("export_log", str(private_run.pk), "-")
 
     assert "notes.txt written" in capsys.readouterr().out
 

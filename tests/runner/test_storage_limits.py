@@ -14,7 +14,7 @@ from runner.models import Run, RunSpec, Step
 from runner.services import RunRequestError, batch_create, run_create
 
 from ..factories import AgentFactory, RunFactory
-from .test_trace_import import write_log, zip_folder
+from .test_log_import import write_log, zip_folder
 
 
 def write(name: str, content: str) -> dict:
@@ -74,7 +74,7 @@ def test_past_what_an_owners_runs_may_store_a_run_ends_and_no_new_run_or_log_of_
     client.force_login(owner)
     log = zip_folder(write_log(tmp_path / "run-a"), tmp_path / "run-a.zip").read_bytes()
     refused = client.post(
-        "/api/v1/traces/", {"log": SimpleUploadedFile("run.zip", log, "application/zip"), "task": "tiny"}
+        "/api/v1/logs/", {"log": SimpleUploadedFile("run.zip", log, "application/zip"), "task": "tiny"}
     )
     assert refused.status_code == 400
     assert "the log cannot be stored: the runs of this agent's owner store" in refused.content.decode()

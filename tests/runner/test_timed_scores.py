@@ -99,7 +99,7 @@ def test_a_planted_timing_file_is_timed_again(timed_task):
 def test_an_imported_logs_script_is_never_run_so_its_timed_run_has_no_score(timed_task, tmp_path):
     """An uploaded log is data: the script that would time its final workspace is not run (its planted timing file
     is not believed either), and the run says why it has no score."""
-    from runner.logs.imports import NOT_RUN, trace_import
+    from runner.logs.imports import NOT_RUN, log_import
 
     env_log = tmp_path / "log" / "env_log"
     final = env_log / "traces" / "step_final_files"
@@ -110,7 +110,7 @@ def test_an_imported_logs_script_is_never_run_so_its_timed_run_has_no_score(time
     (env_log / "trace.json").write_text(json.dumps({"steps": [{**step, "timestamp": 1.7e9}]}))
     (env_log / "overall_time.txt").write_text("5")
 
-    run = trace_import(source=tmp_path / "log", task_slug="timed", agent_name="theirs")
+    run = log_import(source=tmp_path / "log", task_slug="timed", agent_name="theirs")
 
     assert run.final_score is None
     assert run.eval_error == NOT_RUN

@@ -245,7 +245,7 @@ def test_exports_to_a_place_that_cannot_be_written_say_so(tiny_task, tmp_path):
         call_command("export_task", "tiny", str(tmp_path / "missing" / "tiny.zip"))
     run = RunFactory(task_version=tiny_task)
     with pytest.raises(CommandError, match="cannot write .*Is a directory"):
-        call_command("export_trace", str(run.pk), str(tmp_path))
+        call_command("export_log", str(run.pk), str(tmp_path))
 
 
 def encrypted(data: bytes) -> bytes:

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from runner.execution import run_execute
 from runner.logs.exports import EXTRAS, EXTRAS_FORMAT
-from runner.logs.imports import TraceImportError, trace_import
+from runner.logs.imports import LogImportError, log_import
 from runner.models import Agent, Run, Step
 from runner.services import run_create
 from runner.workspace.snapshots import BlobStore
@@ -106,7 +106,7 @@ def test_a_log_becomes_a_self_reported_run_with_its_steps_snapshots_and_score(ti
     log = write_log(tmp_path / "logs" / "tiny" / "run-a")
     archive = zip_folder(log, tmp_path / "run-a.zip")
 
-    call_command("import_trace", str(archive), "--task", "tiny", "--agent", "their-agent", "--model", "gpt-x")
+    call_command("import_log", str(archive), "--task", "tiny", "--agent", "their-agent", "--model", "gpt-x")
 
     run = Run.objects.get()
     assert "self-reported" in capsys.readouterr().out
@@ -152,7 +152,7 @@ def test_the_task_is_found_by_its_research_problem_and_an_unended_log_is_left_ou
     data["steps"][0]["observation"] = "EnvError: cannot list files in nowhere"
     (log / "env_log" / "trace.json").write_text(json.dumps(data))
 
-    run = trace_import(source=zip_folder(tmp_path / "logs", tmp_path / "logs.zip"))
+    run = log_import(source=zip_folder(tmp_path / "logs", tmp_path / "logs.zip"))
 
     assert run.task == tiny_task.task and run.agent.name == "mlagentbench-log"
     assert (run.status, run.failure_kind) == (Run.Status.FAILED, Run.FailureKind.INFRASTRUCTURE)
@@ -167,7 +167,7 @@ def test_self_reported_runs_are_ranked_only_when_asked_and_marked_where_runs_are
         task=tiny_task.task, agent=AgentFactory(name="ours", config={"script": [FINAL]}), enqueue=False
     )
     run_execute(executed.pk)
-    imported = trace_import(source=write_log(tmp_path / "run-c"), task_slug="tiny", agent_name="theirs")
+    imported = log_import(source=write_log(tmp_path / "run-c"), task_slug="tiny", agent_name="theirs")
 
     def agents(query: str) -> list[str]:
         response = client.get(reverse("leaderboard:leaderboard") + f"?format=json{query}")
@@ -204,7 +204,7 @@ def test_self_reported_runs_are_ranked_only_when_asked_and_marked_where_runs_are
 def test_an_external_agent_cannot_be_run(tiny_task, tmp_path):
     from runner.services import RunRequestError
 
-    run = trace_import(source=write_log(tmp_path / "run-d"), task_slug="tiny", agent_name="theirs")
+    run = log_import(source=write_log(tmp_path / "run-d"), task_slug="tiny", agent_name="theirs")
     with pytest.raises(RunRequestError, match="no code here"):
         run_create(task=tiny_task.task, agent=run.agent, enqueue=False)
 
@@ -233,7 +233,7 @@ def test_an_executed_run_exported_and_imported_again_has_the_same_steps_and_snap
     run = run_execute(run_create(task=tiny_task.task, agent=agent, enqueue=False).pk)
     out = tmp_path / "run.zip"
 
-    call_command("export_trace", str(run.pk), str(out))
+    call_command("export_log", str(run.pk), str(out))
 
     with zipfile.ZipFile(out) as archive:
         names = set(archive.namelist())
@@ -251,7 +251,7 @@ def test_an_executed_run_exported_and_imported_again_has_the_same_steps_and_snap
     assert data["action_infos"]["Execute Script"]["name"] == "Execute Script"
     assert (extras["agent"], extras["status"], extras["final_score"]) == ("scripted", "finished", 2.0)
 
-    again = trace_import(source=out)
+    again = log_import(source=out)
 
     assert again.origin == Run.Origin.SELF_REPORTED and again.task_version == run.task_version
     assert (again.agent, again.status, again.final_score) == (run.agent, run.status, run.final_score)
@@ -263,13 +263,13 @@ def test_an_executed_run_exported_and_imported_again_has_the_same_steps_and_snap
 
 @pytest.mark.django_db(transaction=True)
 def test_an_imported_log_exported_and_imported_again_keeps_its_low_level_steps(tiny_task, tmp_path, client):
-    first = trace_import(source=write_log(tmp_path / "run-e"), task_slug="tiny", agent_name="theirs")
+    first = log_import(source=write_log(tmp_path / "run-e"), task_slug="tiny", agent_name="theirs")
     response = client.get(reverse("runner:run_log_zip", args=[first.pk]))
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     out = tmp_path / "download.zip"
     out.write_bytes(b"".join(response.streaming_content))
 
-    second = trace_import(source=out)
+    second = log_import(source=out)
 
     _same_steps(first, second)
     assert second.agent == first.agent and second.final_snapshot == first.final_snapshot
@@ -436,7 +436,7 @@ def test_a_bad_upload_gets_one_clear_error_and_leaves_nothing(case, tiny_task, t
     before, agents = blobs(), Agent.objects.count()
 
     with pytest.raises(CommandError, match=message) as caught:
-        call_command("import_trace", str(source), "--task", task, "--agent", "theirs")
+        call_command("import_log", str(source), "--task", task, "--agent", "theirs")
 
     assert len(str(caught.value).splitlines()) == 1
     assert not Run.objects.exists() and not Step.objects.exists()
@@ -445,6 +445,6 @@ def test_a_bad_upload_gets_one_clear_error_and_leaves_nothing(case, tiny_task, t
 
 
 @pytest.mark.django_db
-def test_a_trace_import_error_is_typed_for_callers(tmp_path):
-    with pytest.raises(TraceImportError, match="does not exist"):
-        trace_import(source=tmp_path / "missing.zip")
+def test_a_log_import_error_is_typed_for_callers(tmp_path):
+    with pytest.raises(LogImportError, match="does not exist"):
+        log_import(source=tmp_path / "missing.zip")

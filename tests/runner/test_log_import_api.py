@@ -1,4 +1,4 @@
-"""POST /api/v1/traces/: a signed-in user imports an MLAgentBench log as a self-reported run of their own agent."""
+"""POST /api/v1/logs/: a signed-in user imports an MLAgentBench log as a self-reported run of their own agent."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from runner.models import Agent, Run
 
 from ..factories import AgentFactory
 from ..task_bank.test_curation import ZIP_TRICKS
-from .test_trace_import import write_log, zip_folder
+from .test_log_import import write_log, zip_folder
 
-URL = "/api/v1/traces/"
+URL = "/api/v1/logs/"
 
 
 @pytest.fixture

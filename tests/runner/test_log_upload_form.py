@@ -1,4 +1,4 @@
-"""/runs/import/: a signed-in user imports an MLAgentBench log on the site, as POST /api/v1/traces/ does."""
+"""/runs/import/: a signed-in user imports an MLAgentBench log on the site, as POST /api/v1/logs/ does."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from core.shared_cache import counts_clear
 from runner.models import Agent, Run
-from runner.throttles import TraceUploadThrottle
+from runner.throttles import LogUploadThrottle
 
 from ..factories import AgentFactory
-from .test_trace_import import write_log, zip_folder
+from .test_log_import import write_log, zip_folder
 
 URL = "/runs/import/"
 
@@ -101,12 +101,12 @@ def test_visitors_are_sent_to_sign_in(client):
 
 @pytest.mark.django_db(transaction=True)
 def test_uploads_are_throttled_per_user_on_the_site_and_the_api(tiny_task_ready, log_zip, client, people, monkeypatch):
-    monkeypatch.setattr(TraceUploadThrottle, "THROTTLE_RATES", {"trace_uploads": "1/hour"})
+    monkeypatch.setattr(LogUploadThrottle, "THROTTLE_RATES", {"log_uploads": "1/hour"})
     client.force_login(people["stranger"])
     assert post(client, log_zip, task="tiny", agent="my-agent").status_code == 302
 
     again = post(client, log_zip, task="tiny", agent="my-agent")
-    api = client.post("/api/v1/traces/", {"log": SimpleUploadedFile("run.zip", log_zip), "task": "tiny"})
+    api = client.post("/api/v1/logs/", {"log": SimpleUploadedFile("run.zip", log_zip), "task": "tiny"})
 
     assert again.status_code == 429 and b"too many uploads" in again.content
     assert api.status_code == 429

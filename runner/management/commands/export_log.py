@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.logs.exports import trace_export
+from runner.logs.exports import log_export
 from runner.logs.inspect_export import inspect_log_filename, inspect_log_name, inspect_log_write
 from runner.models import Run
 from runner.selectors import run_detail, run_trace_json, runs_visible_to
@@ -49,7 +49,7 @@ class Command(BaseCommand):
                     fh.write(json.dumps(run_trace_json(run=run), indent=2))
                 self.stdout.write(f"wrote {out}")
                 return
-            steps = trace_export(run=run, out=Path(out))
+            steps = log_export(run=run, out=Path(out))
         except OSError as exc:
             raise CommandError(f"cannot write {out}: {exc.strerror}") from exc
         self.stdout.write(f"wrote {out}: an MLAgentBench log of run {run.pk} ({steps} steps)")

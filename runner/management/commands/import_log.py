@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runner.logs.imports import TraceImportError, inspect_import, trace_import
+from runner.logs.imports import LogImportError, inspect_import, log_import
 from runner.logs.inspect_read import is_inspect_log
 
 
@@ -34,10 +34,10 @@ class Command(BaseCommand):
             self._inspect(opts)
             return
         try:
-            run = trace_import(
+            run = log_import(
                 source=Path(opts["path"]), task_slug=opts["task"], agent_name=opts["agent"], model=opts["model"]
             )
-        except TraceImportError as exc:
+        except LogImportError as exc:
             raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
         score = "no score" if run.final_score is None else f"final score {run.final_score:.6g}"
         if run.final_score is None and run.eval_error:
@@ -52,7 +52,7 @@ class Command(BaseCommand):
             runs = inspect_import(
                 source=Path(opts["path"]), task_slug=opts["task"], agent_name=opts["agent"], model=opts["model"]
             )
-        except TraceImportError as exc:
+        except LogImportError as exc:
             raise CommandError(f"cannot import {opts['path']}: {exc}") from exc
         for run in runs:
             self.stdout.write(
