@@ -6,9 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from bench.celery import app as celery_app
-
-from .backends import BACKENDS, skip_unless_backend
-from .factories import package_write
+from tests.backends import BACKENDS, skip_unless_backend
+from tests.factories import package_write
 
 TEST_QUEUE = f"bench-test-{uuid.uuid4().hex[:8]}"
 
@@ -31,7 +30,7 @@ def celery_test_queue():
 @pytest.fixture
 def broker_down():
     """Point this process's Celery app at a broker that cannot be reached (a closed port on 127.0.0.1)."""
-    from .brokers import closed_port_url, use_broker
+    from tests.brokers import closed_port_url, use_broker
 
     old, url = celery_app.conf.broker_url, closed_port_url()
     use_broker(url)
@@ -50,7 +49,7 @@ def one_counting_window(monkeypatch):
 @pytest.fixture
 def broker_frozen():
     """Point this process's Celery app at a broker that accepts connections and never answers."""
-    from .brokers import FrozenBroker, use_broker
+    from tests.brokers import FrozenBroker, use_broker
 
     old, frozen = celery_app.conf.broker_url, FrozenBroker()
     use_broker(frozen.url)
@@ -113,7 +112,7 @@ def tiny_task_ready(tiny_task):
 
 @pytest.fixture
 def llm_server():
-    from .llm_server import FakeOpenAI
+    from tests.llm_server import FakeOpenAI
 
     server = FakeOpenAI().start()
     yield server
@@ -148,7 +147,7 @@ def people(db, django_user_model) -> dict:
 
 @pytest.fixture
 def private_agent(people):
-    from .factories import AgentFactory
+    from tests.factories import AgentFactory
 
     return AgentFactory(name="hidden-hand", owner=people["owner"], visibility="private")
 
@@ -158,8 +157,7 @@ def private_run(tiny_task, private_agent):
     """An ended run of the private agent that succeeded with a score of 9, and one step whose workspace holds
     notes.txt."""
     from runner.workspace.snapshots import BlobStore
-
-    from .factories import RunFactory, StepFactory
+    from tests.factories import RunFactory, StepFactory
 
     store = BlobStore()
     notes = b"the secret plan\n"
@@ -174,7 +172,7 @@ def private_run(tiny_task, private_agent):
 @pytest.fixture
 def public_run(tiny_task):
     """An ended run of a public agent ("open-book") that did not succeed, with a score of 1."""
-    from .factories import AgentFactory, RunFactory
+    from tests.factories import AgentFactory, RunFactory
 
     return RunFactory(
         task_version=tiny_task, agent=AgentFactory(name="open-book"), succeeded=False, improvement=-0.5, final_score=1.0

@@ -20,8 +20,7 @@ from accounts.models import ApiToken
 from accounts.services import TOKENS_PER_USER_MAX, token_create
 from core.roles import REVIEWER_GROUP, is_reviewer, is_staff, roles_of
 from core.shared_cache import counts_clear
-
-from .factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 User = get_user_model()
 PASSWORD = "correct horse battery 9"

@@ -6,8 +6,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from runner.models import Run
-
-from .factories import AgentFactory, RunFactory, StepFactory
+from tests.factories import AgentFactory, RunFactory, StepFactory
 
 
 @pytest.fixture

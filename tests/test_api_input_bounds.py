@@ -2,7 +2,7 @@
 
 import pytest
 
-from .factories import RunFactory, StepFactory
+from tests.factories import RunFactory, StepFactory
 
 HUGE = "160602351368562754882598076416"
 

@@ -17,8 +17,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from runner.agents.submissions import submission_create
 from runner.models import RunSpec
 from runner.throttles import RunRequestThrottle
-
-from .factories import AgentFactory, RunFactory, StepFactory
+from tests.factories import AgentFactory, RunFactory, StepFactory
 
 EXAMPLES = 25  # per operation and mode (valid input, invalid input)
 

@@ -9,13 +9,12 @@ import urllib.request
 
 import pytest
 
-from .integration.conftest import REDIS_URL, ROOT, service_env, shared_database_url
+from tests.integration.conftest import REDIS_URL, ROOT, service_env, shared_database_url
 
 
 def test_it_answers_200_when_the_database_and_the_broker_answer(client, db, settings):
     from bench.celery import app as celery_app
-
-    from .brokers import use_broker
+    from tests.brokers import use_broker
 
     old = celery_app.conf.broker_url
     use_broker(REDIS_URL)

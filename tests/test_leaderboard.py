@@ -7,8 +7,7 @@ from leaderboard.charts import cost_vs_success_figure, success_by_task_figure
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_cells, leaderboard_rows
 from runner.models import Run
-
-from .factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 ANYONE = AnonymousUser()
 
@@ -72,8 +71,7 @@ def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, dj
 
 def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_asked_for(client, tiny_task, tmp_path):
     from task_bank.services import task_import
-
-    from .factories import TINY_FILES, package_write
+    from tests.factories import TINY_FILES, package_write
 
     old = tiny_task
     changed = dict(TINY_FILES, **{"env/train.py": 'open("value.txt", "w").write("3.0")\n'})

@@ -18,9 +18,8 @@ from accounts.services import token_create
 from runner.agents.submissions import submission_create
 from runner.models import Batch, ReviewTag, Run, RunSpec, Step
 from task_bank.models import Task, TaskVersion
-
-from .factories import RunFactory, package_write
-from .task_bank.test_admin_curation import zip_bytes
+from tests.factories import RunFactory, package_write
+from tests.task_bank.test_admin_curation import zip_bytes
 
 WHO = ["anonymous", "stranger", "owner", "staff"]
 
@@ -267,8 +266,7 @@ CASES = {
 def objects(tmp_path, tiny_task, private_agent, people) -> dict:
     """A finished run of the private agent with three steps, a queued one, the tiny task and a retired one."""
     from runner.workspace.snapshots import BlobStore
-
-    from .factories import StepFactory
+    from tests.factories import StepFactory
 
     store = BlobStore()
     snapshots = [store.manifest_save({"notes.txt": [store.put_bytes(text), len(text)]}) for text in (b"a\n", b"b\n")]

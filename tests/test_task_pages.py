@@ -4,8 +4,7 @@ from django.urls import reverse
 from runner.execution import run_execute
 from runner.execution.preparation import task_version_prepare
 from runner.services import run_create
-
-from .factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 
 def test_the_task_list_shows_metric_baseline_runs_and_best(client, tiny_task):

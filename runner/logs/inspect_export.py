@@ -21,7 +21,7 @@ and opens both kinds; writing the zip by hand means keeping its journal and summ
 library release, for no gain at a run's size. ``docs/inspect.md`` says what maps to what and what is lost.
 
 The platform does not import ``inspect_ai``: it writes the document itself, and the tests read every log it
-writes with the library (``tests/runner/test_inspect_export.py``).
+writes with the library (``tests/runner/logs/test_inspect_export.py``).
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from core.shared_cache import counts_clear
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 pytestmark = pytest.mark.e2e
 

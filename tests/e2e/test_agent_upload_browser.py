@@ -8,8 +8,7 @@ import pytest
 from django.test import Client
 
 from core.shared_cache import counts_clear
-
-from ..integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures
+from tests.integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

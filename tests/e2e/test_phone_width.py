@@ -8,8 +8,7 @@ import pytest
 
 from runner.execution import run_execute
 from runner.services import run_create
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 pytestmark = pytest.mark.e2e
 

@@ -7,9 +7,8 @@ from runner.execution import run_execute
 from runner.models import LLMCall, Run, Step
 from runner.selectors import TRACE_PAGE_STEPS
 from runner.services import run_create
-
-from ..factories import RunFactory
-from ..runner.test_run_compare import two_runs_create
+from tests.factories import RunFactory
+from tests.runner.views.test_run_compare import two_runs_create
 
 pytestmark = pytest.mark.e2e
 

@@ -10,9 +10,8 @@ from django.test import Client
 
 from core.shared_cache import counts_clear
 from runner.models import Batch, Run
-
-from ..integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures
-from ..waiting import wait_for
+from tests.integration.conftest import celery_worker_process, redis_broker, worker_env  # noqa: F401 - fixtures
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -11,8 +11,7 @@ import redis
 
 from bench.celery import app as celery_app
 from runner.jobs import queue_names
-
-from ..brokers import use_broker as _use_broker
+from tests.brokers import use_broker as _use_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("CELERY_BROKER_URL", "")

@@ -7,9 +7,8 @@ import pytest
 from django.core.management import call_command
 
 from runner.models import Run, Step
-
-from ..scoring import eval_score_of
-from .conftest import start_worker, stop_worker
+from tests.integration.conftest import start_worker, stop_worker
+from tests.scoring import eval_score_of
 
 pytestmark = pytest.mark.integration
 

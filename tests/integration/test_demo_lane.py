@@ -9,9 +9,8 @@ from django.core.management import call_command
 from runner.models import Run, RunSpec
 from runner.services import batch_create
 from task_bank.models import Task
-
-from ..waiting import wait_for
-from .conftest import ROOT
+from tests.integration.conftest import ROOT
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.workspace.snapshots import BlobStore, manifest_restore
-
-from .conftest import ROOT, service_env, start_worker, stop_worker
+from tests.integration.conftest import ROOT, service_env, start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,9 @@ import pytest
 from runner.models import Run
 from runner.services import run_create
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, package_write
-from ..waiting import wait_for
-from .conftest import start_worker, stop_worker
+from tests.factories import TINY_FILES, AgentFactory, package_write
+from tests.integration.conftest import start_worker, stop_worker
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

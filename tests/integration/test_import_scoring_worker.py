@@ -6,12 +6,11 @@ import pytest
 from core.shared_cache import counts_clear
 from runner.execution.reaper import imports_rescore
 from runner.models import Run
-
-from ..brokers import closed_port_url, use_broker
-from ..runner.test_import_scoring import upload
-from ..runner.test_log_import import write_log, zip_folder
-from ..waiting import wait_for
-from .conftest import start_worker, stop_worker
+from tests.brokers import closed_port_url, use_broker
+from tests.integration.conftest import start_worker, stop_worker
+from tests.runner.logs.test_import_scoring import upload
+from tests.runner.logs.test_log_import import write_log, zip_folder
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

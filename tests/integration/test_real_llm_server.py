@@ -26,8 +26,7 @@ from runner.llm.local_model import (
 )
 from runner.models import Agent, LLMCall, ModelEndpoint, Run, RunLimits, Step
 from runner.services import run_create
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -14,9 +14,8 @@ from runner.models import Batch, ModelEndpoint, Run, RunSpec
 from runner.services import batch_create
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, package_write
-from ..waiting import wait_for
+from tests.factories import TINY_FILES, package_write
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

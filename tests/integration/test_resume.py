@@ -13,10 +13,9 @@ from bench.celery import app as celery_app
 from runner.models import Run, Step
 from runner.services import run_create
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, package_write
-from .conftest import start_worker, stop_worker
-from .test_worker_killed import SLOW, act, wait_for
+from tests.factories import TINY_FILES, AgentFactory, package_write
+from tests.integration.conftest import start_worker, stop_worker
+from tests.integration.test_worker_killed import SLOW, act, wait_for
 
 pytestmark = pytest.mark.integration
 

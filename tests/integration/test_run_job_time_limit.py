@@ -9,9 +9,8 @@ import pytest
 from runner.models import Run, Step
 from runner.services import run_create
 from task_bank.models import TaskVersion
-
-from ..factories import AgentFactory
-from .conftest import start_worker, stop_worker
+from tests.factories import AgentFactory
+from tests.integration.conftest import start_worker, stop_worker
 
 pytestmark = pytest.mark.integration
 

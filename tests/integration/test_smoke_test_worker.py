@@ -6,11 +6,10 @@ import pytest
 from core.shared_cache import counts_clear
 from runner.execution.reaper import smokes_resend
 from runner.models import Agent
-
-from ..brokers import closed_port_url, use_broker
-from ..runner.test_agent_uploads import agent_zip, example_zip
-from ..waiting import wait_for
-from .conftest import start_worker, stop_worker
+from tests.brokers import closed_port_url, use_broker
+from tests.integration.conftest import start_worker, stop_worker
+from tests.runner.agents.test_agent_uploads import agent_zip, example_zip
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,9 @@ from django.db.models import Count, Sum
 
 from runner.models import Run, RunSpec, Step
 from runner.services import batch_create
-
-from ..factories import AgentFactory, validate_now
-from ..waiting import wait_for
-from .conftest import start_worker, stop_worker
+from tests.factories import AgentFactory, validate_now
+from tests.integration.conftest import start_worker, stop_worker
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

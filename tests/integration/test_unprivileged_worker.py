@@ -22,9 +22,9 @@ import pytest
 
 from runner.models import Run, Step
 from runner.workspace.snapshots import BlobStore
-
-from ..factories import AgentFactory
-from ..runner.test_isolation_runs import (  # noqa: F401 - outside is a fixture
+from tests.factories import AgentFactory
+from tests.integration.conftest import ROOT, service_env, shared_database_url
+from tests.runner.sandbox.test_isolation_runs import (  # noqa: F401 - outside is a fixture
     DATA,
     OVERWRITE,
     act,
@@ -32,7 +32,6 @@ from ..runner.test_isolation_runs import (  # noqa: F401 - outside is a fixture
     outside,
     search_script,
 )
-from .conftest import ROOT, service_env, shared_database_url
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,9 @@ import pytest
 from runner.execution.reaper import scratch_sweep
 from runner.models import Run, Worker
 from runner.services import run_create
-
-from ..factories import AgentFactory
-from ..waiting import wait_for
-from .conftest import start_worker, stop_worker
+from tests.factories import AgentFactory
+from tests.integration.conftest import start_worker, stop_worker
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

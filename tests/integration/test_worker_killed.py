@@ -8,10 +8,9 @@ import pytest
 
 from runner.models import Run, Step
 from runner.services import run_create
-
-from ..factories import AgentFactory
-from ..waiting import wait_for
-from .conftest import start_worker, stop_worker
+from tests.factories import AgentFactory
+from tests.integration.conftest import start_worker, stop_worker
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runner.models import ModelEndpoint, Run
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from django.urls import reverse
 from leaderboard.charts import improvement_distribution_figure, task_scores_figure
 from leaderboard.selectors import leaderboard_improvements, leaderboard_matrix, task_agent_rows, task_run_scores
 from runner.models import Run
-
-from ..factories import AgentFactory, RunFactory, StepFactory
+from tests.factories import AgentFactory, RunFactory, StepFactory
 
 ANYONE = AnonymousUser()
 

@@ -8,8 +8,7 @@ import pytest
 from django.urls import reverse
 
 from runner.models import Run
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 
 @pytest.fixture

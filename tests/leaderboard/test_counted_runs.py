@@ -9,8 +9,7 @@ from django.urls import reverse
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_cells, leaderboard_rows, task_agent_rows
 from runner.models import Run
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 ANYONE = AnonymousUser()
 

@@ -9,8 +9,7 @@ from django.urls import reverse
 
 from runner.models import Run
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 
 @pytest.fixture

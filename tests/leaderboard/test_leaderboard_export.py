@@ -9,8 +9,7 @@ import pytest
 from django.urls import reverse
 
 from runner.models import Run
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 URL = reverse("leaderboard:leaderboard")
 

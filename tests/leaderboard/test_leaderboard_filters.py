@@ -11,8 +11,7 @@ import pytest
 from django.urls import reverse
 
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 URL = reverse("leaderboard:leaderboard")
 API = reverse("api-leaderboard")

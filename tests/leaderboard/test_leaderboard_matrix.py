@@ -8,8 +8,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from leaderboard.selectors import leaderboard_matrix
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 
 @pytest.fixture

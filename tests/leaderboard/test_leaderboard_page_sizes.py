@@ -4,7 +4,7 @@ import json
 
 from django.urls import reverse
 
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 BOARD = reverse("leaderboard:leaderboard")
 

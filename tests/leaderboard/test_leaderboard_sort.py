@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 URL = reverse("leaderboard:leaderboard")
 

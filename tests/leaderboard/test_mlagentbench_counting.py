@@ -8,8 +8,7 @@ from django.contrib.auth.models import AnonymousUser
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_rows, task_agent_rows
 from runner.models import Run
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 ANYONE = AnonymousUser()
 MLAGENTBENCH = RankingOptions(counting="mlagentbench")

@@ -13,8 +13,7 @@ from leaderboard.selectors import leaderboard_matrix, task_agent_rows
 from runner.models import Run
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 ANYONE = AnonymousUser()
 URL = reverse("leaderboard:leaderboard")

@@ -25,8 +25,7 @@ from runner.models import Agent, ReviewTag, Run
 from runner.services import run_cancel
 from task_bank.models import TaskVersion
 from task_bank.services import task_import, task_set_enabled
-
-from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 FILTERS = [
     RankingOptions(

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ..factories import package_write
+from tests.factories import package_write
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,7 @@ from leaderboard.models import Reproduction
 from leaderboard.services import reproduction_of_row
 from runner.models import Run
 from runner.throttles import RunRequestThrottle
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 ROW = {"agent__name": "solver", "agent__version": "1", "model": ""}
 

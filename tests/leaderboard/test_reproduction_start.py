@@ -14,8 +14,7 @@ from runner.models import Batch, LLMCall, ModelEndpoint, Run
 from runner.services import RunRequestError
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, RunFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, RunFactory, package_write
 
 ROW = {"agent__name": "solver", "agent__version": "1", "model": "m"}
 

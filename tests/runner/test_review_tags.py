@@ -11,8 +11,7 @@ from runner.execution import run_execute
 from runner.models import LLMCall, ReviewTag, Run, RunLimits, Step
 from runner.review import tags_auto
 from runner.services import run_create
-
-from ..factories import AgentFactory, RunFactory
+from tests.factories import AgentFactory, RunFactory
 
 
 def act(action: str, **args) -> dict:

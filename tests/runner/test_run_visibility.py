@@ -64,7 +64,7 @@ def test_a_private_agents_step_files_are_a_404_to_anyone_but_its_owner_and_staff
 
 
 def test_a_public_agents_run_and_steps_are_shown_to_anonymous_visitors(client, public_run):
-    from ..factories import StepFactory
+    from tests.factories import StepFactory
 
     StepFactory(run=public_run, index=0)
 

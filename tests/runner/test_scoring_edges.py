@@ -9,8 +9,7 @@ from runner.execution import run_execute
 from runner.services import run_create
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, AgentFactory, package_write
+from tests.factories import TINY_FILES, AgentFactory, package_write
 
 
 def version(*, higher_is_better: bool = True, threshold: float = 0.25, baseline: float | None = 4.0) -> TaskVersion:

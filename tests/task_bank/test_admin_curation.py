@@ -7,8 +7,7 @@ from django.urls import reverse
 
 from runner.models import Run
 from task_bank.models import Task
-
-from ..factories import TINY_FILES, package_write
+from tests.factories import TINY_FILES, package_write
 
 
 def zip_bytes(root) -> bytes:

@@ -9,8 +9,7 @@ from django.core.management import CommandError, call_command
 
 from task_bank.models import Task, TaskVersion
 from task_bank.services import packages_dir
-
-from ..factories import TINY_FILES, RunFactory, package_write
+from tests.factories import TINY_FILES, RunFactory, package_write
 
 
 def tiny_zip(tmp_path, name="tiny.zip", extra=None):

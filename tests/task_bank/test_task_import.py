@@ -3,8 +3,7 @@ import pytest
 from task_bank.models import Task, TaskVersion
 from task_bank.package import TaskPackageError, package_load
 from task_bank.services import task_import
-
-from ..factories import TINY_FILES, package_write
+from tests.factories import TINY_FILES, package_write
 
 
 def test_a_package_without_eval_is_refused_naming_what_is_missing(tmp_path):

@@ -1,0 +1,138 @@
+"""MLAgentBench's own agents run unchanged: a package of its code with an [mlagentbench] table in agent.toml runs its
+agent class through the adapter (mlab_agents.mlagentbench), with MLAgentBench's environment interface over the
+protocol and its model calls through the gateway. Tried here with a stand-in of MLAgentBench's interface
+(tests/agents/mlagentbench_standin): its own LLM.py raises if imported, its actions describe themselves."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse
+from runner.agents.smoke import agent_smoke_run
+from runner.execution import run_execute
+from runner.models import Agent, ModelEndpoint, Step
+from runner.services import run_create
+
+STANDIN = Path(__file__).resolve().parents[2] / "agents" / "mlagentbench_standin"
+
+
+def reply(action: str, action_input: dict, thought: str) -> str:
+    return f"Thought: {thought}\nAction: {action}\nAction Input: {json.dumps(action_input)}"
+
+
+def standin_prompt(research_problem: str) -> str:
+    """The first prompt the stand-in's own code builds, built here by its code with MLAgentBench's runner args."""
+    sys.path.insert(0, str(STANDIN))
+    sys.modules["anthropic"] = SimpleNamespace(AI_PROMPT="\n\nAssistant:", HUMAN_PROMPT="\n\nHuman:")
+    sys.modules["MLAgentBench.LLM"] = SimpleNamespace(complete_text=None, complete_text_fast=None)
+    try:
+        import MLAgentBench.high_level_actions as high
+        import MLAgentBench.low_level_actions as low
+        from MLAgentBench.agents.agent import initial_prompt
+
+        infos = {i.name: i for i in [*low.LOW_LEVEL_ACTIONS, *high.HIGH_LEVEL_ACTIONS]}
+        return initial_prompt(
+            SimpleNamespace(action_infos=infos, research_problem=research_problem), SimpleNamespace(max_retries=2)
+        )
+    finally:
+        sys.path.remove(str(STANDIN))
+        for name in [n for n in sys.modules if n == "anthropic" or n.startswith("MLAgentBench")]:
+            del sys.modules[name]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the_platforms_models(
+    tiny_task, endpoint, llm_server, settings
+):
+    settings.BENCH_SANDBOX = "bwrap"
+    ModelEndpoint.objects.create(name="test-fast", base_url=llm_server.base_url, model_id="scripted-fast", timeout_s=5)
+    agent, created = agent_import(source=STANDIN, smoke_test=True)
+    assert created and agent.entrypoint == "mlab_agents.mlagentbench" and agent.uses_llm
+    assert agent.config == {"mlagentbench": {"agent": "StandInAgent", "args": {"max_retries": 2}}}
+    assert agent_smoke_run(agent.pk) == "passed", Agent.objects.get(pk=agent.pk).smoke_error
+
+    replies = [
+        reply("List Files", {"dir_path": "."}, "see what is there"),
+        reply("Execute Script", {"script_name": "train.py"}, "measure the baseline"),
+        reply("Final Answer", {"final_answer": "the baseline"}, "submit"),
+    ]
+
+    def answer(request):
+        if request["model"] == "scripted-fast":
+            return "a summary"
+        return replies.pop(0)
+
+    llm_server.default = answer
+    run = run_execute(
+        run_create(task=tiny_task.task, agent=agent, model="test-model", fast_model="test-fast", enqueue=False).pk
+    )
+
+    assert (run.status, run.final_score) == ("finished", 2.0), (run.error, run.stderr_tail)
+    steps = list(Step.objects.filter(run=run))
+    assert [s.action for s in steps] == ["List Files", "Execute Script", "Final Answer"]
+    assert steps[1].entries == {"Thought": "measure the baseline"}  # the answer's entries, for the trace
+    main = [r for r in llm_server.requests if r["model"] == "scripted-1"]
+    fast = [r for r in llm_server.requests if r["model"] == "scripted-fast"]
+    # Its first prompt is the one its own code builds, from its own action descriptions.
+    assert main[0]["messages"] == [{"role": "user", "content": standin_prompt(tiny_task.research_problem)}]
+    assert "Runs a Python script." in main[0]["messages"][0]["content"]
+    # The settings MLAgentBench's complete_text sends: its stop, the endpoint's tokens and temperature (its OpenAI
+    # path for "scripted-1": 500 at 0.2), and complete_text_fast's 0.01 on the run's fast model.
+    assert all(r["stop"] == ["Observation:"] and (r["max_tokens"], r["temperature"]) == (500, 0.2) for r in main)
+    assert fast and all(r["temperature"] == 0.01 for r in fast)
+    assert (
+        "\n\nAssistant:\n" + reply("List Files", {"dir_path": "."}, "see what is there")
+        in (main[1]["messages"][0]["content"])
+    )
+    assert "Final message:  Finished: 3 steps" in run.stderr_tail
+
+
+@pytest.fixture
+def standin_copy(tmp_path) -> Path:
+    copy = tmp_path / "standin"
+    shutil.copytree(STANDIN, copy)
+    return copy
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda root: (root / "MLAgentBench" / "schema.py").unlink(), "MLAgentBench/schema.py is missing"),
+        (
+            lambda root: (root / "agent.toml").write_text('name = "x"\n[mlagentbench]\nagent = "NoSuchAgent"\n'),
+            "[mlagentbench] agent 'NoSuchAgent': no module of MLAgentBench/agents/ defines it",
+        ),
+    ],
+)
+def test_a_package_without_mlagentbenchs_folder_or_the_class_is_refused_naming_what_is_missing(
+    standin_copy, change, message
+):
+    change(standin_copy)
+    with pytest.raises(AgentPackageError) as refused:
+        agent_import(source=standin_copy)
+    assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("[mlagentbench]\n", "[mlagentbench] needs agent"),
+        ('[mlagentbench]\nagent = "A"\n[mlagentbench.args]\nllm_name = "gpt-4"\n', "llm_name is not one of runner.py"),
+        (
+            '[mlagentbench]\nagent = "A"\n[mlagentbench.args]\nmax_retries = "5"\n',
+            "max_retries is a string; expected int",
+        ),
+        ('entrypoint = "mine"\n[mlagentbench]\nagent = "A"\n', "runs through mlab_agents.mlagentbench"),
+    ],
+)
+def test_an_mlagentbench_table_that_cannot_be_run_is_refused(table, message):
+    with pytest.raises(AgentPackageError) as refused:
+        agent_manifest_parse(f'name = "x"\n{table}')
+    assert message in str(refused.value)
