@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 
-from runner.models import Batch, Run
+from runner.models import Run, Submission
 from runner.selectors import Viewer, agents_visible_filter
 from task_bank.models import TaskVersion
 
@@ -69,19 +69,21 @@ def reproduction_comparisons(reproductions: list[Reproduction]) -> dict[int, dic
     per_batch: dict[int, list[dict]] = {}
     for row in Run.objects.filter(batch__in=batches).values("batch", "task__slug").annotate(**counted).order_by():
         per_batch.setdefault(row["batch"], []).append(row)
-    states = Batch.objects.filter(pk__in=batches).annotate(
-        total=Count("runs"),
-        queued=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
-        ended=Count("runs", filter=Q(runs__status__in=Run.ENDED)),
+    submissions = (
+        Submission.objects.filter(pk__in=batches)
+        .select_related("batch__agent")
+        .annotate(
+            total=Count("batch__runs"),
+            queued=Count("batch__runs", filter=Q(batch__runs__status=Run.Status.QUEUED)),
+            ended=Count("batch__runs", filter=Q(batch__runs__status__in=Run.ENDED)),
+        )
     )
-    counts = {batch.pk: (batch.total, batch.queued, batch.ended) for batch in states}
+    states = {s.pk: s.state_of(runs=s.total, queued=s.queued, ended=s.ended) for s in submissions}
     comparisons = {}
     for reproduction in reproductions:
-        batch = reproduction.batch
-        batch.runs_total, batch.runs_queued, batch.runs_ended = counts[batch.pk]
         original = _summed([per_run[pk] for pk in originals.get(reproduction.pk, [])])
-        again = _summed(per_batch.get(batch.pk, []))
-        comparisons[reproduction.pk] = _comparison(original, again, batch.state)
+        again = _summed(per_batch.get(reproduction.batch_id, []))
+        comparisons[reproduction.pk] = _comparison(original, again, states[reproduction.batch_id])
     return comparisons
 
 
@@ -109,16 +111,16 @@ def _comparison(original: dict[str, dict], again: dict[str, dict], state: str) -
                 "result": per_task["result"],
             }
         )
-    ended = state == Batch.State.DONE
+    ended = state == Submission.State.DONE
     return {
         "tasks": tasks,
         "original": _total(list(original.values())),
         "reproduction": _total(list(again.values())),
         "result": judged["result"],
         "state": state,
-        "state_label": Batch.State(state).label,
+        "state_label": Submission.State(state).label,
         "ended": ended,
-        "verdict": judged["verdict"] if ended else Batch.State(state).label.lower(),
+        "verdict": judged["verdict"] if ended else Submission.State(state).label.lower(),
     }
 
 

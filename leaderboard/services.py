@@ -11,8 +11,8 @@ from django.db import transaction
 from django.db.models import Count, QuerySet
 
 from core.roles import is_staff, is_submitter
-from runner.agents.submissions import submission_approve
-from runner.models import Agent, Batch, LLMCall, ModelEndpoint, Run
+from runner.agents.submissions import submission_decide_at_once
+from runner.models import Agent, Batch, LLMCall, ModelEndpoint, Run, Submission
 from runner.services import RunRequestError
 from task_bank.models import Task, TaskVersion
 
@@ -175,9 +175,9 @@ def reproduction_create(
         plan=check.plan,
         note=f"reproduction of {source_run and f'run {source_run.pk}' or f'{agent}/{model}'}"[:200],
         created_by=by,
-        approval=Batch.Approval.PENDING,
     )
     batch.tasks.set(sorted({item["task"] for item in check.plan}))
+    submission = Submission.objects.create(batch=batch)
     reproduction = Reproduction.objects.create(
         batch=batch,
         agent=agent,
@@ -189,11 +189,7 @@ def reproduction_create(
         created_by=by,
     )
     reproduction.original_runs.set(list(originals.values_list("pk", flat=True)))
-    if agent.smoke_state != Agent.Smoke.PENDING:
-        if is_staff(by):
-            submission_approve(batch=batch, by=by)
-        elif settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
-            submission_approve(batch=batch, by=None)
+    submission_decide_at_once(submission)
     return reproduction
 
 

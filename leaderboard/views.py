@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from runner.execution.preparation import prepared_env_listing
 from runner.execution.validation import task_version_revalidate
 from runner.jobs import QueueUnreachable
+from runner.models import Submission
 from runner.selectors import queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from runner.services import RunRequestError
 from runner.throttles import RunRequestThrottle
@@ -243,7 +244,7 @@ def reproduction_create_view(request: HttpRequest) -> HttpResponse:
     except (RunRequestError, ValueError, QueueUnreachable) as exc:
         messages.error(request, str(exc))
         return redirect("leaderboard:reproductions")
-    waiting = reproduction.batch.approval == reproduction.batch.Approval.PENDING
+    waiting = reproduction.batch.submission.approval == Submission.Approval.PENDING
     messages.success(
         request, f"Reproduction {reproduction.pk}: " + ("waits for staff's approval." if waiting else "runs queued.")
     )

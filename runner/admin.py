@@ -9,7 +9,7 @@ from task_bank.models import Task
 from .agents.submissions import submission_approve
 from .execution.validation import task_version_revalidate
 from .llm.gateway import endpoint_check
-from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step
+from .models import Agent, Batch, LLMCall, ModelEndpoint, Run, Step, Submission
 from .services import RunRequestError, run_again, run_cancel, run_steps_score_queue
 
 admin.site.site_header = "mlab-bench administration"
@@ -56,24 +56,33 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(Batch)
 class BatchAdmin(RecordAdmin):
-    """Batches, submissions among them (those someone asked for). Staff approve here too; rejecting needs a reason,
-    given on the submissions page."""
+    """Runs launched together, as asked for."""
 
-    list_display = ["pk", "agent", "model", "repeats", "created_by", "approval", "decided_by", "created_at"]
-    list_filter = ["approval"]
-    list_select_related = ["agent", "created_by", "decided_by"]
+    list_display = ["pk", "agent", "model", "repeats", "created_by", "created_at"]
+    list_select_related = ["agent", "created_by"]
     readonly_fields = ["tasks"]
+
+
+@admin.register(Submission)
+class SubmissionAdmin(RecordAdmin):
+    """Requests for runs that staff decide on. Staff approve here too; rejecting needs a reason, given on the
+    submissions page."""
+
+    list_display = ["pk", "batch", "approval", "decided_by", "decided_at"]
+    list_filter = ["approval"]
+    list_select_related = ["batch__agent", "decided_by"]
     actions = ["approve"]
 
     @admin.action(description="Approve selected submissions (queue their runs)")
     def approve(self, request, queryset) -> None:
-        for batch in queryset.filter(approval=Batch.Approval.PENDING).select_related("agent"):
+        pending = queryset.filter(approval=Submission.Approval.PENDING).select_related("batch__agent")
+        for submission in pending:
             try:
-                runs = submission_approve(batch=batch, by=request.user)
+                runs = submission_approve(submission=submission, by=request.user)
             except RunRequestError as exc:
-                self.message_user(request, f"Submission {batch.pk} was not approved: {exc}", messages.ERROR)
+                self.message_user(request, f"Submission {submission.pk} was not approved: {exc}", messages.ERROR)
             else:
-                self.message_user(request, f"Submission {batch.pk}: {len(runs)} run(s) queued.", messages.SUCCESS)
+                self.message_user(request, f"Submission {submission.pk}: {len(runs)} run(s) queued.", messages.SUCCESS)
 
 
 class StepInline(admin.TabularInline):

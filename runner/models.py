@@ -164,15 +164,8 @@ class RunSpec:
 
 class Batch(models.Model):
     """Runs launched together: one agent x tasks x repeats, as asked for (the tasks, models and limits are kept).
-
-    A batch someone asked for is a **submission** (``created_by`` set): staff's is approved at once, a submitter's
-    waits for staff to approve it (or ``BENCH_AUTO_APPROVE_SUBMISSIONS``); its runs are written when it is
-    approved, and a rejected one never gets any. Where it is after that (running, done) is read from its runs."""
-
-    class Approval(models.TextChoices):
-        PENDING = "pending", "Waiting for approval"
-        APPROVED = "approved", "Approved"
-        REJECTED = "rejected", "Rejected"
+    One that someone asked for (``created_by``) and staff decide on has a ``Submission``; a reproduction's names
+    its runs exactly (``plan``)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="batches")
     tasks = models.ManyToManyField(Task, blank=True, related_name="+", help_text="The tasks asked for.")
@@ -191,17 +184,6 @@ class Batch(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, help_text="Who asked for it."
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.APPROVED, db_index=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="batches_decided",
-        help_text="Who approved or rejected it; empty when approved by BENCH_AUTO_APPROVE_SUBMISSIONS.",
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    rejection_reason = models.TextField(blank=True)
     plan = models.JSONField(
         default=list,
         blank=True,
@@ -228,6 +210,17 @@ class Batch(models.Model):
         """What its runs were asked with."""
         return RunSpec(self.agent, self.model, self.fast_model, self.edit_model, self.limits)
 
+
+class Submission(models.Model):
+    """A request for a batch of runs that staff decide on. Staff's is approved at once, a submitter's waits for
+    staff (or ``BENCH_AUTO_APPROVE_SUBMISSIONS``); its batch gets its runs when it is approved, and a rejected one
+    never gets any. Where it is after that (running, done) is read from its runs. Its id is its batch's."""
+
+    class Approval(models.TextChoices):
+        PENDING = "pending", "Waiting for approval"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
     class State(models.TextChoices):
         """Where a submission is: its agent waiting for its smoke test, or smoke-tested and waiting for approval,
         rejected, approved (its runs all queued), running (some started, not all ended), done (all ended)."""
@@ -239,12 +232,31 @@ class Batch(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
 
+    batch = models.OneToOneField(Batch, on_delete=models.CASCADE, primary_key=True, related_name="submission")
+    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.PENDING, db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="submissions_decided",
+        help_text="Who approved or rejected it; empty when approved by BENCH_AUTO_APPROVE_SUBMISSIONS.",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    rejection_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-batch__created_at"]
+
+    def __str__(self) -> str:
+        return f"submission {self.pk} ({self.batch.agent})"
+
     def state_of(self, *, runs: int, queued: int, ended: int) -> str:
         """The state, from its runs' counts (``selectors.submissions_list`` annotates them)."""
         if self.approval == self.Approval.REJECTED:
             return self.State.REJECTED
         if self.approval == self.Approval.PENDING:
-            waiting = self.agent.smoke_state == Agent.Smoke.PENDING
+            waiting = self.batch.agent.smoke_state == Agent.Smoke.PENDING
             return self.State.UPLOADED if waiting else self.State.SMOKE_TESTED
         if runs and ended == runs:
             return self.State.DONE
@@ -256,7 +268,7 @@ class Batch(models.Model):
     def state(self) -> str:
         """``state_of`` with the counts ``selectors.submissions_list`` annotates (counted here when absent)."""
         if not hasattr(self, "runs_total"):
-            counts = self.runs.aggregate(
+            counts = self.batch.runs.aggregate(
                 total=models.Count("pk"),
                 queued=models.Count("pk", filter=models.Q(status=Run.Status.QUEUED)),
                 ended=models.Count("pk", filter=models.Q(status__in=Run.ENDED)),

@@ -23,7 +23,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
 
 from .actions import ACTIONS
-from .models import Agent, Batch, LLMCall, ReviewTag, Run, RunQuerySet, Step
+from .models import Agent, LLMCall, ReviewTag, Run, RunQuerySet, Step, Submission
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
@@ -481,26 +481,26 @@ def run_trace_json(*, run: Run) -> dict:
     }
 
 
-def submissions_list(*, viewer: Viewer, approval: str | None = None) -> QuerySet[Batch]:
-    """The submissions (batches someone asked for) ``viewer`` may see, newest first: staff (and an operator's
-    command) all, a submitter those they asked for and those of their agents, a visitor none. Each carries the
-    counts its ``state`` is read from (runs, queued, ended), counted by the database."""
-    submissions = Batch.objects.filter(created_by__isnull=False)
+def submissions_list(*, viewer: Viewer, approval: str | None = None) -> QuerySet[Submission]:
+    """The submissions ``viewer`` may see, newest first: staff (and an operator's command) all, a submitter those
+    they asked for and those of their agents, a visitor none. Each carries the counts its ``state`` is read from
+    (runs, queued, ended), counted by the database."""
+    submissions = Submission.objects.all()
     if viewer is not None and not viewer.is_staff:
         if not viewer.is_authenticated:
             return submissions.none()
-        submissions = submissions.filter(Q(created_by=viewer) | Q(agent__owner=viewer))
+        submissions = submissions.filter(Q(batch__created_by=viewer) | Q(batch__agent__owner=viewer))
     if approval is not None:
         submissions = submissions.filter(approval=approval)
     return (
-        submissions.select_related("agent", "created_by", "decided_by")
-        .prefetch_related("tasks")
+        submissions.select_related("batch__agent", "batch__created_by", "decided_by")
+        .prefetch_related("batch__tasks")
         .annotate(
-            runs_total=Count("runs"),
-            runs_queued=Count("runs", filter=Q(runs__status=Run.Status.QUEUED)),
-            runs_ended=Count("runs", filter=Q(runs__status__in=Run.ENDED)),
+            runs_total=Count("batch__runs"),
+            runs_queued=Count("batch__runs", filter=Q(batch__runs__status=Run.Status.QUEUED)),
+            runs_ended=Count("batch__runs", filter=Q(batch__runs__status__in=Run.ENDED)),
         )
-        .order_by("-created_at", "-pk")
+        .order_by("-batch__created_at", "-pk")
     )
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from task_bank.models import Task, TaskVersion
 
 from .jobs import run_enqueue, runs_enqueue, step_score_enqueue
-from .models import Agent, Batch, ModelEndpoint, ReviewTag, Run, RunLimits, RunSpec, Step
+from .models import Agent, Batch, ModelEndpoint, ReviewTag, Run, RunLimits, RunSpec, Step, Submission
 from .selectors import storage_refusal
 
 NO_LIMITS = RunLimits()
@@ -156,16 +156,10 @@ def batch_record(
     repeats: int,
     created_by: AbstractBaseUser | None,
     note: str = "",
-    approval: str = Batch.Approval.APPROVED,
 ) -> Batch:
     """The batch that records what was asked (checked already: ``batch_request_check``), without its runs."""
     batch = Batch.objects.create(
-        **spec.as_fields(),
-        **spec.limits.as_fields(),
-        repeats=repeats,
-        note=note,
-        created_by=created_by,
-        approval=approval,
+        **spec.as_fields(), **spec.limits.as_fields(), repeats=repeats, note=note, created_by=created_by
     )
     batch.tasks.set(tasks)
     return batch
@@ -195,6 +189,8 @@ def batch_create(
     tasks, versions, spec = batch_request_check(spec=spec, tasks=tasks, repeats=repeats)
     if batch is None:
         batch = batch_record(spec=spec, tasks=tasks, repeats=repeats, note=note, created_by=created_by)
+        if created_by is not None:  # staff's request, approved as it is made
+            Submission.objects.create(batch=batch, approval=Submission.Approval.APPROVED)
     fields = [
         run_fields(task=task, version=version, spec=spec, purpose=Run.Purpose.BENCHMARK, demo=demo)
         for task, version in zip(tasks, versions, strict=True)

@@ -16,7 +16,7 @@ from django.urls import reverse
 from accounts.models import ApiToken
 from accounts.services import token_create
 from runner.agents.submissions import submission_create
-from runner.models import Batch, ReviewTag, Run, RunSpec, Step
+from runner.models import ReviewTag, Run, RunSpec, Step, Submission
 from task_bank.models import Task, TaskVersion
 from tests.factories import RunFactory, package_write
 from tests.task_bank.test_admin_curation import zip_bytes
@@ -32,7 +32,7 @@ def state() -> dict:
         "tasks": sorted(Task.objects.values_list("pk", "slug", "is_enabled", "current_version_id")),
         "versions": sorted(TaskVersion.objects.values_list("pk", "status")),
         "tags": sorted(ReviewTag.objects.values_list("pk", "run_id", "step_id", "kind", "comment")),
-        "submissions": sorted(Batch.objects.values_list("pk", "approval", "decided_by_id", "rejection_reason")),
+        "submissions": sorted(Submission.objects.values_list("pk", "approval", "decided_by_id", "rejection_reason")),
     }
 
 
@@ -155,12 +155,12 @@ def assert_submission_approved(objects, before, after, jobs, response):
     assert [(r.batch_id, r.agent.name, r.status, r.origin) for r in runs] == [
         (objects["pending"].pk, "hidden-hand", "queued", "executed")
     ]
-    assert Batch.objects.get(pk=objects["pending"].pk).approval == "approved" and len(jobs) == 1
+    assert Submission.objects.get(pk=objects["pending"].pk).approval == "approved" and len(jobs) == 1
 
 
 def assert_submission_rejected(objects, before, after, jobs, response):
-    batch = Batch.objects.get(pk=objects["pending"].pk)
-    assert (batch.approval, batch.rejection_reason) == ("rejected", "not now")
+    submission = Submission.objects.get(pk=objects["pending"].pk)
+    assert (submission.approval, submission.rejection_reason) == ("rejected", "not now")
     assert new_runs(before, after) == [] and jobs == []
 
 
@@ -243,7 +243,9 @@ CASES = {
         admin_action("admin:runner_run_changelist", "score_steps", "finished"), admin_refused, assert_scoring_queued
     ),
     "admin: approve submissions": Case(
-        admin_action("admin:runner_batch_changelist", "approve", "pending"), admin_refused, assert_submission_approved
+        admin_action("admin:runner_submission_changelist", "approve", "pending"),
+        admin_refused,
+        assert_submission_approved,
     ),
     "admin: retire task": Case(
         admin_action("admin:task_bank_task_changelist", "retire", "task"), admin_refused, assert_retired
@@ -343,8 +345,8 @@ def test_runs_are_asked_for_by_the_agents_owner_or_staff(who, client, people, ti
         assert after == before and jobs == []
         return
     assert (api.status_code, page.status_code) == (201, 302)
-    made = Batch.objects.order_by("pk")
-    assert [b.approval for b in made] == ["approved" if who == "staff" else "pending"] * 2
+    made = Submission.objects.order_by("pk")
+    assert [s.approval for s in made] == ["approved" if who == "staff" else "pending"] * 2
     assert len(new_runs(before, after)) == (2 if who == "staff" else 0)
 
 

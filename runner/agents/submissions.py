@@ -1,6 +1,6 @@
 """Writes for submissions: a request for runs of an agent (tasks x repeats, models, limits), approved or rejected
-by staff. A submission is a ``Batch`` whose ``created_by`` asked for it; its runs are written by
-``services.batch_create`` when it is approved, and a rejected one never gets any."""
+by staff. A ``Submission`` holds the decision; its ``Batch`` records what was asked and gets its runs from
+``services.batch_create`` when it is approved; a rejected one never gets any."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from core.roles import is_staff, is_submitter
 from task_bank.models import Task
 
 from ..jobs import QueueUnreachable
-from ..models import Agent, Batch, Run, RunSpec
+from ..models import Agent, Run, RunSpec, Submission
 from ..services import (
     RunRequestError,
     batch_create,
@@ -42,7 +42,7 @@ def agents_requestable(*, user: AbstractBaseUser):
 @transaction.atomic
 def submission_create(
     *, submitter: AbstractBaseUser, spec: RunSpec, tasks: list[Task], repeats: int = 1
-) -> tuple[Batch, list[Run]]:
+) -> tuple[Submission, list[Run]]:
     """Ask for ``repeats`` runs of ``spec`` on each task. Checked now as the runs would be (tasks that take runs,
     models among the enabled endpoints, limits, at most ``BENCH_MAX_RUNS_PER_REQUEST`` runs); a submitter may ask
     only for their own agents. Staff's request is approved at once, a submitter's waits for staff unless
@@ -56,14 +56,22 @@ def submission_create(
             raise RunRequestError(f"agent {agent} has no code here: it only names the agent of imported runs")
         raise RunRequestError(f"agent {agent.name} is not yours: ask for runs of an agent you uploaded")
     tasks, _, spec = batch_request_check(spec=spec, tasks=tasks, repeats=repeats)
-    batch = batch_record(spec=spec, tasks=tasks, repeats=repeats, created_by=submitter, approval=Batch.Approval.PENDING)
-    if agent.smoke_state == Agent.Smoke.PENDING:
-        return batch, []
-    if is_staff(submitter):
-        return batch, submission_approve(batch=batch, by=submitter)
+    batch = batch_record(spec=spec, tasks=tasks, repeats=repeats, created_by=submitter)
+    submission = Submission.objects.create(batch=batch)
+    return submission, submission_decide_at_once(submission)
+
+
+def submission_decide_at_once(submission: Submission) -> list[Run]:
+    """Approve a new submission where no one need look at it: staff's own, or anyone's with
+    ``BENCH_AUTO_APPROVE_SUBMISSIONS``. It waits while its agent waits for its smoke test. Its runs, if approved."""
+    asked_by = submission.batch.created_by
+    if submission.batch.agent.smoke_state == Agent.Smoke.PENDING:
+        return []
+    if is_staff(asked_by):
+        return submission_approve(submission=submission, by=asked_by)
     if settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
-        return batch, submission_approve(batch=batch, by=None)
-    return batch, []
+        return submission_approve(submission=submission, by=None)
+    return []
 
 
 def submissions_after_smoke(*, agent: Agent) -> None:
@@ -71,39 +79,40 @@ def submissions_after_smoke(*, agent: Agent) -> None:
     with the reason; when it passed, those that would have been approved at once are (staff's own, or every one
     with ``BENCH_AUTO_APPROVE_SUBMISSIONS``), the others wait for staff. One that cannot be approved now (a task
     retired since) stays pending, logged."""
-    pending = Batch.objects.filter(agent=agent, approval=Batch.Approval.PENDING).select_related("created_by")
-    for batch in pending.order_by("pk"):
+    pending = Submission.objects.filter(batch__agent=agent, approval=Submission.Approval.PENDING)
+    for submission in pending.select_related("batch__agent", "batch__created_by").order_by("pk"):
         try:
             if agent.smoke_state == Agent.Smoke.FAILED:
                 with transaction.atomic():
-                    _decide(batch=batch, approval=Batch.Approval.REJECTED, by=None, reason=agent.smoke_refusal)
-            elif agent.smoke_state == Agent.Smoke.PASSED and is_staff(batch.created_by):
-                submission_approve(batch=batch, by=batch.created_by)
-            elif agent.smoke_state == Agent.Smoke.PASSED and settings.BENCH_AUTO_APPROVE_SUBMISSIONS:
-                submission_approve(batch=batch, by=None)
+                    _decide(submission, approval=Submission.Approval.REJECTED, by=None, reason=agent.smoke_refusal)
+            else:
+                submission_decide_at_once(submission)
         except (RunRequestError, QueueUnreachable) as exc:
-            log.warning("submission %s after its agent's smoke test: %s", batch.pk, exc)
+            log.warning("submission %s after its agent's smoke test: %s", submission.pk, exc)
 
 
-def _decide(*, batch: Batch, approval: str, by: AbstractBaseUser | None, reason: str = "") -> None:
+def _decide(submission: Submission, *, approval: str, by: AbstractBaseUser | None, reason: str = "") -> None:
     """Move a pending submission to ``approval``: a conditional UPDATE, so two decisions cannot both win."""
-    decided = Batch.objects.filter(pk=batch.pk, approval=Batch.Approval.PENDING).update(
+    decided = Submission.objects.filter(pk=submission.pk, approval=Submission.Approval.PENDING).update(
         approval=approval, decided_by=by, decided_at=timezone.now(), rejection_reason=reason
     )
     if not decided:
-        now = Batch.objects.filter(pk=batch.pk).values_list("approval", flat=True).first()
-        raise SubmissionDecided(f"submission {batch.pk} is {now or 'gone'}; only a pending submission can be decided")
-    batch.refresh_from_db()
+        now = Submission.objects.filter(pk=submission.pk).values_list("approval", flat=True).first()
+        raise SubmissionDecided(
+            f"submission {submission.pk} is {now or 'gone'}; only a pending submission can be decided"
+        )
+    submission.refresh_from_db()
 
 
 @transaction.atomic
-def submission_approve(*, batch: Batch, by: AbstractBaseUser | None) -> list[Run]:
-    """Approve a pending submission and queue its runs (``services.batch_create`` with the submission as their
-    batch). Checked again as it was asked (a task retired or an endpoint disabled since): if the runs cannot be
-    made, RunRequestError says why and the submission stays pending. ``by`` None: the auto-approve setting."""
+def submission_approve(*, submission: Submission, by: AbstractBaseUser | None) -> list[Run]:
+    """Approve a pending submission and queue its batch's runs (``services.batch_create``). Checked again as it was
+    asked (a task retired or an endpoint disabled since): if the runs cannot be made, RunRequestError says why and
+    the submission stays pending. ``by`` None: the auto-approve setting."""
     if by is not None and not is_staff(by):
         raise RunRequestError("only staff approve submissions")
-    _decide(batch=batch, approval=Batch.Approval.APPROVED, by=by)
+    _decide(submission, approval=Submission.Approval.APPROVED, by=by)
+    batch = submission.batch
     if batch.plan:  # a reproduction: its runs exactly as recorded
         return batch_plan_create(batch=batch)
     _, runs = batch_create(
@@ -113,7 +122,7 @@ def submission_approve(*, batch: Batch, by: AbstractBaseUser | None) -> list[Run
 
 
 @transaction.atomic
-def submission_reject(*, batch: Batch, by: AbstractBaseUser, reason: str) -> None:
+def submission_reject(*, submission: Submission, by: AbstractBaseUser, reason: str) -> None:
     """Reject a pending submission, saying why (shown to the submitter); it never gets runs."""
     if not is_staff(by):
         raise RunRequestError("only staff reject submissions")
@@ -122,4 +131,4 @@ def submission_reject(*, batch: Batch, by: AbstractBaseUser, reason: str) -> Non
         raise RunRequestError("say why the submission is rejected (the submitter reads it)")
     if len(reason) > REASON_MAX:
         raise RunRequestError(f"the reason is {len(reason)} characters; at most {REASON_MAX}")
-    _decide(batch=batch, approval=Batch.Approval.REJECTED, by=by, reason=reason)
+    _decide(submission, approval=Submission.Approval.REJECTED, by=by, reason=reason)

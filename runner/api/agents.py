@@ -24,29 +24,39 @@ from runner.agents.submissions import (
 )
 from runner.api.runs import RunRequestSerializer, RunSerializer, queue_unreachable_answer
 from runner.jobs import QueueUnreachable
-from runner.models import Agent, Batch
+from runner.models import Agent, Submission
 from runner.selectors import agent_versions, agents_list, queue_positions_fill, submissions_list
 from runner.services import RunRequestError, agent_resolve
 from runner.throttles import AgentUploadThrottle, RunRequestThrottle
 
 
 class SubmissionSerializer(serializers.ModelSerializer):
-    agent = serializers.CharField(source="agent.name")
-    agent_version = serializers.CharField(source="agent.version")
-    submitter = serializers.CharField(source="created_by.username", help_text="who asked for the runs")
-    tasks = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    id = serializers.IntegerField(source="pk", read_only=True)
+    agent = serializers.CharField(source="batch.agent.name")
+    agent_version = serializers.CharField(source="batch.agent.version")
+    submitter = serializers.CharField(source="batch.created_by.username", help_text="who asked for the runs")
+    tasks = serializers.SlugRelatedField(source="batch.tasks", slug_field="slug", many=True, read_only=True)
+    repeats = serializers.IntegerField(source="batch.repeats")
+    model = serializers.CharField(source="batch.model")
+    fast_model = serializers.CharField(source="batch.fast_model")
+    edit_model = serializers.CharField(source="batch.edit_model")
+    max_steps = serializers.IntegerField(source="batch.max_steps", allow_null=True)
+    max_time_s = serializers.IntegerField(source="batch.max_time_s", allow_null=True)
+    max_tokens = serializers.IntegerField(source="batch.max_tokens", allow_null=True)
+    max_cost = serializers.DecimalField(source="batch.max_cost", max_digits=12, decimal_places=6, allow_null=True)
     state = serializers.ChoiceField(
-        choices=Batch.State.choices,
+        choices=Submission.State.choices,
         help_text="uploaded (waiting for the agent's smoke test) / smoke_tested (waiting for approval), "
         "rejected, approved (its runs all queued), running (some started, not all ended), done (all ended)",
     )
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    created_at = serializers.DateTimeField(source="batch.created_at")
     runs = serializers.IntegerField(source="runs_total", help_text="runs written (none before approval)")
     runs_queued = serializers.IntegerField()
     runs_ended = serializers.IntegerField()
 
     class Meta:
-        model = Batch
+        model = Submission
         fields = [
             "id", "agent", "agent_version", "submitter", "tasks", "repeats", "model", "fast_model", "edit_model",
             "max_steps", "max_time_s", "max_tokens", "max_cost", "approval", "state", "decided_by", "decided_at",
@@ -79,7 +89,7 @@ class SubmissionApproveAnswerSerializer(SubmissionSerializer):
     list=extend_schema(
         parameters=[
             OpenApiParameter(
-                "approval", str, enum=Batch.Approval.values, description="only submissions with this approval"
+                "approval", str, enum=Submission.Approval.values, description="only submissions with this approval"
             )
         ],
         responses={200: SubmissionSerializer(many=True), **errors(403)},
@@ -94,7 +104,7 @@ class SubmissionViewSet(viewsets.GenericViewSet):
 
     permission_classes = [permissions.IsAuthenticated]
     serializer_class = SubmissionSerializer
-    queryset = Batch.objects.none()  # what the schema knows the path by; reads go through the selectors
+    queryset = Submission.objects.none()  # what the schema knows the path by; reads go through the selectors
 
     def get_throttles(self):
         return [RunRequestThrottle()] if self.action == "create" else []
@@ -102,11 +112,12 @@ class SubmissionViewSet(viewsets.GenericViewSet):
     def get_queryset(self):
         params = self.request.query_params
         approval = params.get("approval") if self.action == "list" else None
-        if "approval" in params and self.action == "list" and approval not in Batch.Approval.values:
-            raise serializers.ValidationError({"approval": [f"expected one of {', '.join(Batch.Approval.values)}"]})
+        if "approval" in params and self.action == "list" and approval not in Submission.Approval.values:
+            expected = ", ".join(Submission.Approval.values)
+            raise serializers.ValidationError({"approval": [f"expected one of {expected}"]})
         return submissions_list(viewer=self.request.user, approval=approval)
 
-    def get_object(self) -> Batch:
+    def get_object(self) -> Submission:
         pk = self.kwargs["pk"]
         if not str(pk).isdigit() or int(pk) > 2**63 - 1:
             raise NotFound(f"no submission {pk}")
@@ -130,15 +141,15 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         asked.is_valid(raise_exception=True)
         data = asked.validated_data
         try:
-            batch, _ = submission_create(submitter=request.user, **RunRequestSerializer.batch_arguments(data))
+            submission, _ = submission_create(submitter=request.user, **RunRequestSerializer.batch_arguments(data))
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except QueueUnreachable as exc:
             return queue_unreachable_answer(exc)
-        return Response(SubmissionSerializer(self._fresh(batch)).data, status=status.HTTP_201_CREATED)
+        return Response(SubmissionSerializer(self._fresh(submission)).data, status=status.HTTP_201_CREATED)
 
-    def _fresh(self, batch: Batch) -> Batch:
-        return submissions_list(viewer=None).get(pk=batch.pk)
+    def _fresh(self, submission: Submission) -> Submission:
+        return submissions_list(viewer=None).get(pk=submission.pk)
 
     def _staff_only(self, request) -> None:
         if not is_staff(request.user):
@@ -150,9 +161,9 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         """Approve a pending submission (staff): its runs are queued. 409 if it was decided already; 400 if its
         runs cannot be made now (a task retired, an endpoint disabled since), and it stays pending."""
         self._staff_only(request)
-        batch = self.get_object()
+        submission = self.get_object()
         try:
-            runs = submission_approve(batch=batch, by=request.user)
+            runs = submission_approve(submission=submission, by=request.user)
         except SubmissionDecided as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except RunRequestError as exc:
@@ -160,7 +171,7 @@ class SubmissionViewSet(viewsets.GenericViewSet):
         except QueueUnreachable as exc:
             return queue_unreachable_answer(exc)
         created = RunSerializer(queue_positions_fill(runs), many=True).data
-        answer = SubmissionSerializer(self._fresh(batch)).data | {"created_runs": created}
+        answer = SubmissionSerializer(self._fresh(submission)).data | {"created_runs": created}
         return Response(answer)
 
     @extend_schema(request=SubmissionRejectSerializer, responses={200: SubmissionSerializer, **errors(403, 404, 409)})
@@ -168,16 +179,16 @@ class SubmissionViewSet(viewsets.GenericViewSet):
     def reject(self, request, pk=None):
         """Reject a pending submission (staff), saying why; it never gets runs. 409 if it was decided already."""
         self._staff_only(request)
-        batch = self.get_object()
+        submission = self.get_object()
         given = SubmissionRejectSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         try:
-            submission_reject(batch=batch, by=request.user, reason=given.validated_data["reason"])
+            submission_reject(submission=submission, by=request.user, reason=given.validated_data["reason"])
         except SubmissionDecided as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except RunRequestError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(SubmissionSerializer(self._fresh(batch)).data)
+        return Response(SubmissionSerializer(self._fresh(submission)).data)
 
 
 class AgentVersionSerializer(serializers.ModelSerializer):

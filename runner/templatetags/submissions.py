@@ -2,11 +2,11 @@
 
 from django import template
 
-from ..models import Batch
+from ..models import Submission
 
 register = template.Library()
 
 
 @register.simple_tag
 def submissions_pending() -> int:
-    return Batch.objects.filter(created_by__isnull=False, approval=Batch.Approval.PENDING).count()
+    return Submission.objects.filter(approval=Submission.Approval.PENDING).count()

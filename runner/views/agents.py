@@ -28,7 +28,7 @@ from runner.agents.submissions import (
 )
 from runner.forms import AgentUploadForm, RunRequestForm, form_throttled
 from runner.jobs import QueueUnreachable
-from runner.models import Agent, Batch, RunSpec
+from runner.models import Agent, RunSpec, Submission
 from runner.selectors import agent_ranked_counts, agent_versions, agents_list, runs_list, submissions_list
 from runner.services import RunRequestError
 from runner.throttles import AgentUploadThrottle, RunRequestThrottle
@@ -73,7 +73,7 @@ def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
     if not (is_staff(request.user) or (request.user.is_authenticated and latest.owner_id == request.user.pk)):
         return {"request_form": None, "submissions": None}
     form = None if latest.kind == Agent.Kind.EXTERNAL else run_request_form(request=request, agent_name=name)
-    submissions = submissions_list(viewer=request.user).filter(agent__name=name)[:AGENT_PAGE_RUNS]
+    submissions = submissions_list(viewer=request.user).filter(batch__agent__name=name)[:AGENT_PAGE_RUNS]
     return {"request_form": form, "submissions": list(submissions)}
 
 
@@ -150,7 +150,7 @@ def run_request_view(request: HttpRequest) -> HttpResponse:
             data = form.cleaned_data
             try:
                 spec = RunSpec(data["agent"], data["model"], data["fast_model"], data["edit_model"], form.limits)
-                batch, runs = submission_create(
+                submission, runs = submission_create(
                     submitter=request.user, spec=spec, tasks=list(data["tasks"]), repeats=data["repeats"]
                 )
             except RunRequestError as exc:
@@ -160,14 +160,14 @@ def run_request_view(request: HttpRequest) -> HttpResponse:
                 messages.warning(request, f"{exc}: the runs stay queued and are sent when the queue is back")
                 return redirect("runner:run_list")
             else:
-                agent = batch.agent
+                agent = submission.batch.agent
                 if runs and is_staff(request.user):
                     messages.success(request, f"{len(runs)} run(s) of {agent} queued")
                     return redirect(f"{reverse('runner:run_list')}?{urlencode({'agent': agent.name})}")
                 if runs:
-                    messages.success(request, f"submission {batch.pk} approved at once: {len(runs)} run(s) queued")
+                    messages.success(request, f"submission {submission.pk} approved at once: {len(runs)} run(s) queued")
                 else:
-                    messages.success(request, f"submission {batch.pk} sent: it waits for staff to approve it")
+                    messages.success(request, f"submission {submission.pk} sent: it waits for staff to approve it")
                 return redirect(reverse("runner:agent_detail", args=[agent.name]))
     elif request.method == "POST":
         status = 400
@@ -180,42 +180,42 @@ def submission_list_view(request: HttpRequest) -> HttpResponse:
     their own submissions and where they are."""
     visible = submissions_list(viewer=request.user)
     context = {
-        "pending": list(visible.filter(approval=Batch.Approval.PENDING)),
-        "decided": list(visible.exclude(approval=Batch.Approval.PENDING)[:SUBMISSIONS_PAGE_DECIDED]),
+        "pending": list(visible.filter(approval=Submission.Approval.PENDING)),
+        "decided": list(visible.exclude(approval=Submission.Approval.PENDING)[:SUBMISSIONS_PAGE_DECIDED]),
         "may_decide": is_staff(request.user),
         "reason_max": REASON_MAX,
     }
     return render(request, "runner/submission_list.html", context)
 
 
-def _submission(pk: int) -> Batch:
-    batch = submissions_list(viewer=None).filter(pk=pk).first()
-    if batch is None:
+def _submission(pk: int) -> Submission:
+    submission = submissions_list(viewer=None).filter(pk=pk).first()
+    if submission is None:
         raise Http404(f"no submission {pk}")
-    return batch
+    return submission
 
 
 @require_POST
 @staff_member_required
 def submission_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
-    batch = _submission(pk)
+    submission = _submission(pk)
     try:
-        runs = submission_approve(batch=batch, by=request.user)
+        runs = submission_approve(submission=submission, by=request.user)
     except RunRequestError as exc:
         messages.error(request, f"submission {pk} was not approved: {exc}")
     except QueueUnreachable as exc:
         messages.warning(request, f"submission {pk} approved; {exc}: its runs are sent when the queue is back")
     else:
-        messages.success(request, f"submission {pk} approved: {len(runs)} run(s) of {batch.agent} queued")
+        messages.success(request, f"submission {pk} approved: {len(runs)} run(s) of {submission.batch.agent} queued")
     return redirect("runner:submission_list")
 
 
 @require_POST
 @staff_member_required
 def submission_reject_view(request: HttpRequest, pk: int) -> HttpResponse:
-    batch = _submission(pk)
+    submission = _submission(pk)
     try:
-        submission_reject(batch=batch, by=request.user, reason=request.POST.get("reason", ""))
+        submission_reject(submission=submission, by=request.user, reason=request.POST.get("reason", ""))
     except RunRequestError as exc:
         messages.error(request, f"submission {pk} was not rejected: {exc}")
     else:

@@ -10,7 +10,7 @@ from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_rows
 from leaderboard.services import ReproductionRefused, reproduction_of_row, reproduction_of_run
 from runner.agents.submissions import submission_approve
-from runner.models import Batch, LLMCall, ModelEndpoint, Run
+from runner.models import Batch, LLMCall, ModelEndpoint, Run, Submission
 from runner.services import RunRequestError
 from task_bank.models import TaskVersion
 from task_bank.services import task_import
@@ -56,8 +56,9 @@ def test_a_reproductions_runs_never_count_in_the_row_it_checks(row, people):
 def test_an_owners_reproduction_waits_for_staff_and_approval_queues_the_plan(row, people):
     reproduction = reproduction_of_row(by=people["owner"], key=ROW)
 
-    assert reproduction.batch.approval == Batch.Approval.PENDING and not reproduction.batch.runs.exists()
-    runs = submission_approve(batch=reproduction.batch, by=people["staff"])
+    submission = reproduction.batch.submission
+    assert submission.approval == Submission.Approval.PENDING and not reproduction.batch.runs.exists()
+    runs = submission_approve(submission=submission, by=people["staff"])
     assert len(runs) == 2 and {r.purpose for r in runs} == {Run.Purpose.REPRODUCTION}
     assert {r.max_steps for r in runs} == {7}
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.shared_cache import counts_clear
 from runner.agents.submissions import submissions_after_smoke
-from runner.models import Agent, Batch, ModelEndpoint, Run, RunSpec
+from runner.models import Agent, Batch, ModelEndpoint, Run, RunSpec, Submission
 from runner.services import batch_create
 from runner.throttles import RunRequestThrottle
 from tests.factories import AgentFactory
@@ -42,7 +42,7 @@ def ask(client, **fields):
 
 def everything() -> tuple:
     return (
-        sorted(Batch.objects.values_list("pk", "approval", "decided_by_id", "rejection_reason")),
+        sorted(Submission.objects.values_list("pk", "approval", "decided_by_id", "rejection_reason")),
         sorted(Run.objects.values_list("pk", "batch_id", "status")),
     )
 
@@ -76,13 +76,13 @@ def test_a_request_for_an_agent_waiting_for_its_smoke_test_waits_for_it_and_cann
     refused = client.post(f"{API}{body['id']}/approve/")
     assert refused.status_code == 400, refused.content
     assert refused.json()["detail"] == "agent owned@1 waits for its smoke test; runs of it can be queued once it passes"
-    assert Batch.objects.get().approval == "pending" and not Run.objects.exists()
+    assert Submission.objects.get().approval == "pending" and not Run.objects.exists()
     assert ask(client).json()["approval"] == "pending"  # staff's own request waits for the test too
 
     Agent.objects.filter(pk=agent.pk).update(smoke_state="passed")
     submissions_after_smoke(agent=Agent.objects.get(pk=agent.pk))
     # Staff's own request is approved as it would have been at once; the submitter's waits for staff.
-    assert sorted(Batch.objects.values_list("created_by__username", "approval")) == [
+    assert sorted(Submission.objects.values_list("batch__created_by__username", "approval")) == [
         ("curator", "approved"), ("owner", "pending"),
     ]  # fmt: skip
     assert Run.objects.filter(batch__created_by=people["staff"], status="queued").count() == 2
@@ -96,7 +96,7 @@ def test_a_failed_smoke_test_rejects_the_requests_that_waited_for_it_and_refuses
     agent = AgentFactory(name="owned", owner=people["owner"], smoke_state="pending")
     client.force_login(people["owner"])
     pk = ask(client).json()["id"]
-    assert Batch.objects.get(pk=pk).approval == "pending"  # auto-approval waits for the smoke test
+    assert Submission.objects.get(pk=pk).approval == "pending"  # auto-approval waits for the smoke test
 
     Agent.objects.filter(pk=agent.pk).update(smoke_state="failed", smoke_error="the agent exited (code 3)")
     submissions_after_smoke(agent=Agent.objects.get(pk=agent.pk))
@@ -127,8 +127,8 @@ def test_staff_approve_and_the_runs_are_queued_verified_in_the_submission(
         (mine.pk, "tiny", "queued", "executed", 4)
     }
     assert sorted(r["id"] for r in answer.json()["created_runs"]) == sorted(r.pk for r in runs)
-    batch = Batch.objects.get(pk=pk)
-    assert (batch.approval, batch.decided_by, batch.state) == ("approved", people["staff"], "approved")
+    submission = Submission.objects.get(pk=pk)
+    assert (submission.approval, submission.decided_by, submission.state) == ("approved", people["staff"], "approved")
 
     again = client.post(f"{API}{pk}/approve/")
     assert again.status_code == 409 and Run.objects.count() == 2
@@ -177,7 +177,7 @@ def test_a_rejected_submission_says_why_and_never_gets_runs(client, people, mine
     client.force_login(people["staff"])
 
     assert client.post(f"{API}{pk}/reject/", {"reason": "  "}, content_type="application/json").status_code == 400
-    assert Batch.objects.get(pk=pk).approval == "pending"
+    assert Submission.objects.get(pk=pk).approval == "pending"
     answer = client.post(f"{API}{pk}/reject/", {"reason": "uses too much"}, content_type="application/json")
     assert answer.status_code == 200
     assert (answer.json()["state"], answer.json()["rejection_reason"]) == ("rejected", "uses too much")
@@ -247,7 +247,7 @@ def test_an_approval_that_cannot_make_the_runs_leaves_the_submission_pending(cli
     client.force_login(people["staff"])
     answer = client.post(f"{API}{pk}/approve/")
     assert answer.status_code == 400 and "task tiny is retired" in answer.json()["detail"]
-    assert (Batch.objects.get(pk=pk).approval, Run.objects.count()) == ("pending", 0)
+    assert (Submission.objects.get(pk=pk).approval, Run.objects.count()) == ("pending", 0)
 
 
 @pytest.mark.django_db
@@ -292,7 +292,7 @@ def test_a_batch_records_what_was_asked(mine, tiny_task, people):
     spec = RunSpec(mine, limits=RunLimits(max_steps=3))
     batch, runs = batch_create(spec=spec, tasks=[tiny_task.task], repeats=2, created_by=people["staff"])
     assert [t.slug for t in batch.tasks.all()] == ["tiny"]
-    assert (batch.max_steps, batch.max_time_s, batch.approval, len(runs)) == (3, None, "approved", 2)
+    assert (batch.max_steps, batch.max_time_s, batch.submission.approval, len(runs)) == (3, None, "approved", 2)
 
 
 @pytest.mark.django_db

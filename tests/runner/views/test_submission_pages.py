@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from core.shared_cache import counts_clear
 from runner.agents.submissions import submission_create
-from runner.models import Batch, Run, RunSpec
+from runner.models import Batch, Run, RunSpec, Submission
 from tests.factories import AgentFactory
 
 
@@ -51,7 +51,12 @@ def test_a_submitters_form_makes_a_submission_shown_on_the_agent_page(
 
     assert answer.status_code == 302 and answer.url == reverse("runner:agent_detail", args=["owned"])
     batch = Batch.objects.get()
-    assert (batch.approval, batch.created_by, batch.max_steps, batch.repeats) == ("pending", people["owner"], 5, 2)
+    assert (batch.submission.approval, batch.created_by, batch.max_steps, batch.repeats) == (
+        "pending",
+        people["owner"],
+        5,
+        2,
+    )
     assert not Run.objects.exists() and jobs == []
     html = client.get(answer.url).content.decode()
     assert f"submission {batch.pk} sent: it waits for staff to approve it" in html
@@ -66,7 +71,7 @@ def test_staffs_form_queues_the_runs_at_once(client, people, mine, tiny_task, dj
         answer = request_runs(client, mine, tiny_task.task)
     assert answer.status_code == 302 and answer.url == f"{reverse('runner:run_list')}?agent=owned"
     assert Run.objects.filter(agent=mine, status="queued", origin="executed").count() == 2 and len(jobs) == 1
-    assert Batch.objects.get().decided_by == people["staff"]
+    assert Submission.objects.get().decided_by == people["staff"]
 
 
 @pytest.mark.django_db
@@ -110,10 +115,10 @@ def test_staff_see_pending_submissions_and_approve_or_reject_them(client, people
     assert html.count('name="approve"') == 2 and html.count('name="reject"') == 2
 
     approved = client.post(reverse("runner:submission_approve", args=[first.pk]))
-    assert approved.status_code == 302 and Run.objects.filter(batch=first).count() == 2
+    assert approved.status_code == 302 and Run.objects.filter(batch=first.batch).count() == 2
     client.post(reverse("runner:submission_reject", args=[second.pk]), {"reason": "not now"})
     second.refresh_from_db()
-    assert (second.approval, second.rejection_reason, second.runs.count()) == ("rejected", "not now", 0)
+    assert (second.approval, second.rejection_reason, second.batch.runs.count()) == ("rejected", "not now", 0)
     html = client.get(reverse("runner:submission_list")).content.decode()
     assert "Submissions to approve" not in html and 'name="approve"' not in html and "not now" in html
 
@@ -154,10 +159,10 @@ def test_the_submissions_page_and_api_read_a_fixed_number_of_queries(client, peo
         for _ in range(count):
             other = AgentFactory(owner=people["stranger"])
             submission_create(submitter=people["stranger"], spec=RunSpec(other), tasks=[tiny_task.task])
-            batch, _ = submission_create(
+            submission, _ = submission_create(
                 submitter=people["stranger"], spec=RunSpec(other), tasks=[tiny_task.task], repeats=2
             )
-            client.post(reverse("runner:submission_approve", args=[batch.pk]))
+            client.post(reverse("runner:submission_approve", args=[submission.pk]))
 
     client.force_login(people["staff"])
     add(1)
@@ -181,7 +186,7 @@ def test_a_submissions_runs_link_lists_its_runs_alone_on_the_page_and_in_the_api
     api = client.get(f"/api/v1/runs/?batch={first.pk}").json()["results"]
 
     listed = {int(href.split("/")[2]) for href in re.findall(r'href="(/runs/\d+/)"', html)}
-    assert listed == set(first.runs.values_list("pk", flat=True))
+    assert listed == set(first.batch.runs.values_list("pk", flat=True))
     assert f"only the runs of submission {first.pk}" in html
     assert {run["id"] for run in api} == listed
     assert client.get("/api/v1/runs/?batch=first").status_code == 400
