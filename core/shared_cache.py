@@ -12,7 +12,7 @@ A limit's count is one atomic increment that returns the new count (``count_hit`
 an INSERT ... ON CONFLICT DO UPDATE ... RETURNING on a table of its own (runner's migration 0019), since
 ``DatabaseCache.incr`` is a read and a write. Requests sent at the same instant each get a count of their own, so
 none passes a limit by racing another. Counts are per fixed window (a minute, an hour): at most the limit in each.
-``tests/test_shared_counter.py`` sends them in parallel."""
+``tests/core/test_shared_counter.py`` sends them in parallel."""
 
 from __future__ import annotations
 

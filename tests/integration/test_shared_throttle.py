@@ -23,8 +23,8 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from core.shared_cache import count_now, counts_clear
+from tests.core.test_healthz import free_port
 from tests.integration.conftest import REDIS_URL, ROOT, service_env, shared_database_url
-from tests.test_healthz import free_port
 
 pytestmark = pytest.mark.integration
 
