@@ -11,7 +11,7 @@ run does nothing.
 Queues by kind of work: agent runs, GPU runs and demo runs (``Run.Queue``), and short jobs (step scoring, an
 uploaded agent's smoke test, the reaper) each have a job queue (``queue_name``). A run's message goes to its kind's
 queue and names the kind, and the worker that takes it claims the first queued run of that kind: a GPU worker (one
-serving only the GPU queue) never starts a CPU run, nor a CPU worker a GPU run. The demo's queue is a lane of its
+serving only the GPU queue) never starts a CPU run, nor a CPU worker a GPU run. The demo has a queue of its
 own that only a worker named to it serves (it is not among the queues a worker started without ``--queues``
 serves; the Procfile's ``demo`` process), so the first start's demo never holds the worker a person's run waits
 for. An imported run's scoring job goes to its kind's queue too (it

@@ -423,7 +423,7 @@ class Run(models.Model):
         max_length=8,
         choices=Queue.choices,
         default=Queue.RUNS,
-        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, else the demo's lane for "
+        help_text="The job queue the run is sent to: GPU runs when its task asks for a GPU, else the demo's queue for "
         "the runs the first start queues (bench_init), agent runs otherwise.",
     )
 
@@ -535,7 +535,7 @@ class Run(models.Model):
     @classmethod
     def queue_for(cls, *, version: TaskVersion, demo: bool = False) -> str:
         """The kind of work a new run of ``version`` is: a GPU run when its task asks for a GPU, else a demo run when
-        the platform queued it for its first start (a lane of its own, so that nothing a person asks for waits
+        the platform queued it for its first start (a queue of its own, so that nothing a person asks for waits
         behind it), else an agent run. A validation run too: it runs the starter script to its end, which can take
         as long as an agent's run."""
         if int((version.resources or {}).get("gpus", 0) or 0) > 0:

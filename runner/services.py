@@ -68,7 +68,7 @@ def run_create(
 ) -> Run:
     """A queued run (sent to a worker once the transaction commits, unless ``enqueue`` is False: then the caller
     executes it). Limits left out are the task's own (steps, time) or none (tokens, cost). A ``demo`` run goes to
-    the demo's lane (``Run.queue_for``)."""
+    the demo's queue (``Run.queue_for``)."""
     version = runnable_version(task=task, version=version, purpose=purpose)
     spec = run_spec_check(RunSpec(agent, model, fast_model, edit_model, limits))
     run = Run.objects.create(

@@ -38,7 +38,7 @@ NOISE_FACTOR = 3
 def task_version_validate_queue(
     *, version: TaskVersion, enqueue: bool = True, repeats: int | None = None, demo: bool = False
 ) -> list[Run]:
-    """Queue a validation round (``repeats`` baseline runs, by default the version's; on the demo's lane when
+    """Queue a validation round (``repeats`` baseline runs, by default the version's; on the demo's queue when
     ``demo``) unless the version is already validating or ready; [] then. Whoever executes a run of the round
     first has it. If the job queue cannot be reached, the round is still returned: its runs stay queued, and the
     reaper sends them later."""

@@ -1,5 +1,5 @@
 """The first start's demo: every built-in task validated, quickest first, the tuner on each quick task right after its
-round, all on the demo's lane."""
+round, all on the demo's queue."""
 
 import pytest
 from django.core.management import call_command

@@ -1,4 +1,4 @@
-"""The first start's demo on a lane of its own: the Procfile's worker never takes a demo run, so a person's run does
+"""The first start's demo on a queue of its own: the Procfile's worker never takes a demo run, so a person's run does
 not wait behind the demo, and the Procfile's demo worker works through the demo in order."""
 
 import importlib.util
@@ -40,11 +40,11 @@ def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path, setting
     assert set(taken.values_list("task__slug", "purpose")) <= {("digits", Run.Purpose.VALIDATION)}
     assert demo.filter(status=Run.Status.QUEUED).count() == demo.count() - taken.count() > 20
 
-    lane = procfile.worker_start(env, log_path=tmp_path / "demo.log", beat=False, line="demo")
+    demo_worker = procfile.worker_start(env, log_path=tmp_path / "demo.log", beat=False, line="demo")
     try:
         wait_for(lambda: not Run.objects.get(pk=first_tuner.pk).is_live, 600, "the demo's first tuner run to end")
     finally:
-        procfile.process_stop(lane)
+        procfile.process_stop(demo_worker)
     first_tuner.refresh_from_db()
     assert first_tuner.status == Run.Status.FINISHED, first_tuner.error
     assert first_tuner.worker.startswith("demo@")  # the Procfile's demo line names its worker
