@@ -18,6 +18,8 @@ def pytest_configure(config):
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Static files as static/ holds them now, not as a `make run` of another checkout collected them.
+    settings.WHITENOISE_USE_FINDERS = True
 
 
 @pytest.fixture(scope="session", autouse=True)
