@@ -105,7 +105,7 @@ def batch_wait(batch, *, timeout: float = 3600) -> list:
     from runner.models import Run
 
     deadline = time.monotonic() + timeout
-    while Run.objects.filter(batch=batch).exclude(status__in=Run.ENDED).exists():
+    while Run.objects.live().filter(batch=batch).exists():
         if time.monotonic() > deadline:
             raise SystemExit(f"batch {batch.pk} did not end within {timeout:.0f} s")
         time.sleep(0.5)

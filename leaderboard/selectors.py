@@ -85,7 +85,7 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     run) that ended finished, failed by the agent, or at a limit (timed out included). Not counted: cancelled
     runs, and infrastructure failures, which are read too so that each row can show how many it had, and which
     ``options.include_infrastructure`` counts as failed runs, to show what they would change. Only runs the
-    platform executed and scored (``Run.VERIFIED``) unless ``options.include_self_reported``: runs imported from
+    platform executed and scored (``.verified()``) unless ``options.include_self_reported``: runs imported from
     logs made elsewhere then count too, once scored (an upload's run waits for its score: ``score_pending_since``).
     (Which tasks and versions: ``ranked_runs``.) Under MLAgentBench's counting (``options.counting``) only what its
     tables count (``Run.MLAGENTBENCH_COUNTED``), with the scores ``scores_counted`` keeps."""
@@ -93,7 +93,7 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
         counted = Run.MLAGENTBENCH_COUNTED
     else:
         counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
-    runs = runs_visible_to(viewer).trials().filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
+    runs = runs_visible_to(viewer).trials().read_by_rankings()
     # Self-reported runs count once scored (an upload's run waits for its score).
     runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
     return runs, counted

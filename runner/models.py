@@ -281,13 +281,14 @@ class Submission(models.Model):
 
 
 class RunQuerySet(models.QuerySet):
-    """The vocabulary of which runs: ``Run.objects.trials().counted().verified()`` reads as the rankings' rule. Each
-    method applies the ``Run`` rule of the same name (``Run.TRIAL``, ``Run.COUNTED``, ...), which aggregates use as
-    filters of a ``Count``."""
+    """Which runs: ``Run.objects.trials().counted().verified()`` reads as the rankings' rule. Code filters runs with
+    these methods only. Where an aggregate counts a group of runs, it uses the condition the method filters by
+    (``Run.COUNTED``, ``Run.INFRASTRUCTURE_FAILURE``, ``Run.MLAGENTBENCH_COUNTED``, or a status in ``Run.ENDED``)."""
 
     def trials(self) -> RunQuerySet:
-        """Benchmark runs started afresh (``Run.TRIAL``)."""
-        return self.filter(Run.TRIAL)
+        """Benchmark runs started afresh: not a validation run (the task's baseline), not a fork (it goes on from
+        another run's step: a re-run of that step, never one more trial)."""
+        return self.filter(purpose=Run.Purpose.BENCHMARK, forked_from__isnull=True, fork_step__isnull=True)
 
     def counted(self) -> RunQuerySet:
         """Ended in a way rankings count (``Run.COUNTED``): finished, failed by the agent or at a limit."""
@@ -297,21 +298,29 @@ class RunQuerySet(models.QuerySet):
         """Ended by the platform's fault (``Run.INFRASTRUCTURE_FAILURE``)."""
         return self.filter(Run.INFRASTRUCTURE_FAILURE)
 
+    def read_by_rankings(self) -> RunQuerySet:
+        """Counted, or ended by the platform's fault: what a ranking reads (it shows the failures apart)."""
+        return self.filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE)
+
     def verified(self) -> RunQuerySet:
-        """Executed and scored by the platform (``Run.VERIFIED``)."""
-        return self.filter(Run.VERIFIED)
+        """Executed and scored by the platform."""
+        return self.filter(origin=Run.Origin.VERIFIED)
 
     def self_reported(self) -> RunQuerySet:
         """Imported from logs made elsewhere."""
-        return self.exclude(Run.VERIFIED)
+        return self.exclude(origin=Run.Origin.VERIFIED)
 
     def ended(self) -> RunQuerySet:
-        """In one of the ``Run.ENDED`` statuses."""
+        """Will not change status again (``Run.ENDED``)."""
         return self.filter(status__in=Run.ENDED)
 
     def live(self) -> RunQuerySet:
         """Not ended yet (``Run.LIVE``): queued, or on a worker."""
         return self.filter(status__in=Run.LIVE)
+
+    def on_worker(self) -> RunQuerySet:
+        """Held by a worker, which sends heartbeats (``Run.ON_WORKER``): what the reaper watches."""
+        return self.filter(status__in=Run.ON_WORKER)
 
 
 class Run(models.Model):
@@ -348,7 +357,7 @@ class Run(models.Model):
         BENCHMARK = "benchmark", "Benchmark"
         VALIDATION = "validation", "Task validation"
         # A re-run of recorded runs' exact settings (``Batch.plan``; ``leaderboard.reproductions``): it checks a
-        # published number and is never counted in it (``TRIAL`` is benchmark runs only).
+        # published number and is never counted in it (trials are benchmark runs only).
         REPRODUCTION = "reproduction", "Reproduction"
 
     class Origin(models.TextChoices):
@@ -356,25 +365,19 @@ class Run(models.Model):
         VERIFIED = "executed", "Verified (executed here)"
         SELF_REPORTED = "imported", "Self-reported (imported log)"
 
-    #: A worker holds the run (and sends heartbeats): what the reaper watches.
+    #: Statuses (filter with ``Run.objects.on_worker()``, ``.live()``, ``.ended()``; ask a run ``is_live``,
+    #: ``has_ended``): held by a worker; not ended yet; ended.
     ON_WORKER = (Status.PREPARING, Status.RUNNING, Status.EVALUATING)
-    #: Not ended yet: waiting for a worker or on one.
     LIVE = (Status.QUEUED, *ON_WORKER)
-    #: Ended: the run will not change status again.
     ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
-    #: The statuses of an ended run that can say something about the agent (a cancelled run says nothing).
-    RANKED = (Status.FINISHED, Status.FAILED, Status.TIMED_OUT)
-    #: A trial: a benchmark run started afresh. Not a validation run (the task's baseline), not a fork (it goes on
-    #: from another run's step: a re-run of that step, never one more trial).
-    TRIAL = models.Q(purpose=Purpose.BENCHMARK, forked_from__isnull=True, fork_step__isnull=True)
     #: Ended by the platform's fault (a lost worker, the LLM endpoint down): says nothing about the agent.
     INFRASTRUCTURE_FAILURE = models.Q(status__in=ENDED, failure_kind=FailureKind.INFRASTRUCTURE)
     #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step limit, the
-    #: token or cost budget, or timed out). Every failure names its kind; one that did not would count against the
-    #: agent.
-    COUNTED = models.Q(status__in=RANKED) & ~models.Q(failure_kind__in=(FailureKind.INFRASTRUCTURE, FailureKind.TASK))
-    #: Executed and scored by the platform: what rankings count unless asked to include self-reported runs.
-    VERIFIED = models.Q(origin=Origin.VERIFIED)
+    #: token or cost budget, or timed out); a cancelled run says nothing about the agent. Every failure names its
+    #: kind; one that did not would count against the agent.
+    COUNTED = models.Q(status__in=(Status.FINISHED, Status.FAILED, Status.TIMED_OUT)) & ~models.Q(
+        failure_kind__in=(FailureKind.INFRASTRUCTURE, FailureKind.TASK)
+    )
     #: How the run's error begins when it took its last allowed step (``Conversation.steps_left``), and when the
     #: agent's process ended by itself, cleanly, without a Final Answer (``Conversation.converse``).
     STEP_LIMIT_ERROR = "reached the step limit of "

@@ -80,7 +80,7 @@ def agent_ranked_counts(*, viewer: Viewer, name: str) -> QuerySet:
 RANKINGS: dict[str, Callable[[RunQuerySet], RunQuerySet]] = {
     "counted": lambda runs: runs.trials().counted(),
     "infrastructure": lambda runs: runs.trials().infrastructure_failures(),
-    "with-infrastructure": lambda runs: runs.trials().filter(Run.COUNTED | Run.INFRASTRUCTURE_FAILURE),
+    "with-infrastructure": lambda runs: runs.trials().read_by_rankings(),
 }
 
 

@@ -266,11 +266,7 @@ def run_cancel(*, run: Run) -> bool:
                 status=TaskVersion.Status.PENDING, validation_log="validation was cancelled before it started"
             )
         return True
-    return bool(
-        Run.objects.filter(pk=run.pk, status__in=Run.LIVE, cancel_requested_at__isnull=True).update(
-            cancel_requested_at=now
-        )
-    )
+    return bool(Run.objects.live().filter(pk=run.pk, cancel_requested_at__isnull=True).update(cancel_requested_at=now))
 
 
 @transaction.atomic

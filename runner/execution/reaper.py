@@ -49,7 +49,7 @@ def runs_reap(
     cutoff = timezone.now() - timedelta(seconds=stale_after_s)
     requeued, failed = [], []
     queue_down = False
-    for run in Run.objects.filter(status__in=Run.ON_WORKER, heartbeat_at__lt=cutoff).select_related("task_version"):
+    for run in Run.objects.on_worker().filter(heartbeat_at__lt=cutoff).select_related("task_version"):
         same = Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, heartbeat_at__lt=cutoff)
         if run.attempt < max_attempts:
             try:
@@ -132,7 +132,7 @@ def scratch_sweep() -> list[Path]:
         return []
     removed: list[Path] = []
     run_dirs = {int(path.name): path for path in root.iterdir() if path.name.isdigit() and path.is_dir()}
-    live = Run.objects.filter(pk__in=run_dirs, status__in=Run.LIVE).values_list("pk", "status", "attempt")
+    live = Run.objects.live().filter(pk__in=run_dirs).values_list("pk", "status", "attempt")
     # An attempt on a worker keeps its folders; a queued run's next attempt will have a higher number.
     below = {pk: attempt + (status == Run.Status.QUEUED) for pk, status, attempt in live}
     for run_id, path in run_dirs.items():

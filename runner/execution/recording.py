@@ -92,7 +92,7 @@ def run_finish(
         _finish(run_id=run_id, attempt=attempt, ending=ending, result=result, channel=channel)
     except Exception as exc:
         log.exception("run %s: could not record its end", run_id)
-        Run.objects.filter(pk=run_id, status__in=Run.LIVE, attempt=attempt).update(
+        Run.objects.live().filter(pk=run_id, attempt=attempt).update(
             status=Run.Status.FAILED,
             failure_kind=Run.FailureKind.INFRASTRUCTURE,
             error=db_text(f"the run ended ({ending.status}) but recording it failed: {exc}"[:4000]),
@@ -134,7 +134,7 @@ def _finish(
         # ranking write locks), and a writer that locks the version first (the reaper failing a validation run)
         # must not wait for that row while this one waits for the version.
         version = TaskVersion.objects.select_for_update().get(pk=run.task_version_id)
-        updated = Run.objects.filter(pk=run.pk, status__in=Run.LIVE, attempt=attempt).update(**fields)
+        updated = Run.objects.live().filter(pk=run.pk, attempt=attempt).update(**fields)
         if not updated:
             log.warning("run %s: finished elsewhere; not overwriting", run.pk)
             return

@@ -101,7 +101,7 @@ def validation_record(version: TaskVersion, *, run_id: int) -> None:
         _round_stop(round_runs)
         _save(version, status=TaskVersion.Status.PENDING, log="validation was cancelled")
         return
-    ended_runs = [r for r in round_runs if r.status in Run.ENDED]
+    ended_runs = [r for r in round_runs if r.has_ended]
     for ended in (r for r in ended_runs if r.failure_kind != Run.FailureKind.INFRASTRUCTURE):
         problem = _run_problem(ended, version)
         if problem:

@@ -97,7 +97,7 @@ def workers_overview() -> list[WorkerView]:
     stale = timezone.now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)
     workers = list(Worker.objects.all())
     runs: dict[str, list[Run]] = {}
-    holding = Run.objects.filter(worker__in=[w.name for w in workers], status__in=Run.ON_WORKER)
+    holding = Run.objects.on_worker().filter(worker__in=[w.name for w in workers])
     for run in holding.select_related("task", "agent").order_by("pk"):
         runs.setdefault(run.worker, []).append(run)
     views = []
@@ -142,7 +142,7 @@ def hand_back_runs(sender=None, **kwargs) -> None:
     marker = _stopping_marker(os.getpid())
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
-    Run.objects.filter(worker=str(sender), status__in=Run.ON_WORKER).update(hand_back_requested_at=timezone.now())
+    Run.objects.on_worker().filter(worker=str(sender)).update(hand_back_requested_at=timezone.now())
 
 
 _heartbeat: HeartbeatThread | None = None

@@ -80,7 +80,7 @@ def test_a_new_user_uploads_asks_for_runs_staff_approve_and_the_agent_is_ranked_
     # The worker executes them (the tiny task's baseline is measured first).
     runs = Run.objects.filter(batch=submission)
     assert runs.count() == 2
-    wait_for(lambda: all(r.status in Run.ENDED for r in runs.all()), 420, "the submission's runs to end")
+    wait_for(lambda: all(r.has_ended for r in runs.all()), 420, "the submission's runs to end")
     assert [(r.status, r.origin, r.final_score) for r in runs.all()] == [("finished", "executed", 2.0)] * 2, [
         (r.status, r.error) for r in runs.all()
     ]

@@ -26,7 +26,7 @@ def builtin(name: str):
 
 def ended(runs, what: str, timeout_s: float = 300) -> list[Run]:
     pks = [run.pk for run in runs]
-    wait_for(lambda: not Run.objects.filter(pk__in=pks, status__in=Run.LIVE).exists(), timeout_s, what)
+    wait_for(lambda: not Run.objects.live().filter(pk__in=pks).exists(), timeout_s, what)
     return list(Run.objects.filter(pk__in=pks).order_by("pk"))
 
 

@@ -58,7 +58,7 @@ def test_a_worker_killed_while_evaluating_leaves_one_final_answer_and_one_evalua
 
     second = start_worker(env, tmp_path / "second.log", celery_test_queue, *beat(tmp_path, "second"))
     try:
-        wait_for(lambda: Run.objects.get(pk=run.pk).status in Run.ENDED, 300, "the run to end")
+        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 300, "the run to end")
     finally:
         stop_worker(second)
 
@@ -97,7 +97,7 @@ def test_a_worker_told_to_stop_hands_its_run_back_and_another_resumes_it(
 
     second = start_worker(env, tmp_path / "second.log", celery_test_queue)
     try:
-        wait_for(lambda: Run.objects.get(pk=run.pk).status in Run.ENDED, 180, "the run to end")
+        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 180, "the run to end")
     finally:
         stop_worker(second)
     run.refresh_from_db()
@@ -121,7 +121,7 @@ def test_a_queued_run_whose_message_the_broker_lost_still_runs(
     env = dict(worker_env, **FAST, BENCH_RESEND_AFTER_S="1")
     worker = start_worker(env, tmp_path / "worker.log", celery_test_queue, *beat(tmp_path, "worker"))
     try:
-        wait_for(lambda: Run.objects.get(pk=run.pk).status in Run.ENDED, 300, "the run to end")
+        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 300, "the run to end")
     finally:
         stop_worker(worker)
     run.refresh_from_db()

@@ -34,7 +34,7 @@ def test_a_run_longer_than_its_job_s_time_limit_is_resumed_by_the_next_job(
     worker = start_worker(worker_env, tmp_path / "worker.log", celery_test_queue)
     try:
         deadline = time.monotonic() + 240
-        while Run.objects.get(pk=run.pk).status not in Run.ENDED and time.monotonic() < deadline:
+        while not Run.objects.get(pk=run.pk).has_ended and time.monotonic() < deadline:
             time.sleep(0.3)
     finally:
         stop_worker(worker)

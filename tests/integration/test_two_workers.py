@@ -77,7 +77,7 @@ def test_two_workers_run_a_batch_of_twenty_each_exactly_once(worker_env, celery_
     try:
         batch, runs = batch_create(spec=RunSpec(agent), tasks=[tiny_task.task], repeats=RUNS)
         wait_for(
-            lambda: not Run.objects.filter(batch=batch).exclude(status__in=Run.ENDED).exists(),
+            lambda: not Run.objects.live().filter(batch=batch).exists(),
             540,
             "every run of the batch to end",
         )
@@ -122,7 +122,7 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
         killed_at_steps = Run.objects.get(pk=killed.pk).steps_count
         assert Run.objects.get(pk=killed.pk).status == "running"  # nobody else will end it but the reaper
         wait_for(
-            lambda: not Run.objects.filter(batch=batch).exclude(status__in=Run.ENDED).exists(),
+            lambda: not Run.objects.live().filter(batch=batch).exists(),
             540,
             "every run of the batch to end",
         )

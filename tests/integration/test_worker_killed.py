@@ -43,7 +43,7 @@ def test_a_run_survives_its_worker_being_killed(worker_env, celery_test_queue, t
         fast, tmp_path / "second.log", celery_test_queue, "--beat", "--schedule", str(tmp_path / "beat")
     )
     try:
-        wait_for(lambda: Run.objects.get(pk=run.pk).status in Run.ENDED, 180, "the run to end")
+        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 180, "the run to end")
     finally:
         stop_worker(second)
 

@@ -77,7 +77,7 @@ def _home_counts_from_scratch(viewer) -> dict:
     counts = runs.aggregate(
         counted=Count("pk", filter=counted), succeeded=Count("pk", filter=counted & Q(succeeded=True))
     )
-    return counts | {"live": selectors.runs_visible_to(viewer).filter(Run.TRIAL, status__in=Run.LIVE).count()}
+    return counts | {"live": selectors.runs_visible_to(viewer).trials().live().count()}
 
 
 def _assert_agrees(people: dict, step: str) -> None:
