@@ -9,23 +9,26 @@ agent and runs ``agent_cls(args, env).run(env)`` in the agent's sandbox:
   ``llm_name``, ``fast_llm_name`` and ``edit_script_llm_name`` (the models are the run's, never the package's).
   Unless retrieval is on (for the research agent), Retrieval from Research Log, Append Summary to Research Log and
   Reflection leave the prompt, and ``LLM.FAST_MODEL`` is the fast model, as ``runner.py`` sets them.
-- ``env``: MLAgentBench's ``Environment`` interface over the protocol: ``research_problem``, ``action_infos`` (the
-  uploaded package's own, from its ``low_level_actions`` and ``high_level_actions``), ``execute(Action)`` (an
-  ``act`` request: the platform's environment carries it out and records the step), ``is_final()``, ``trace``.
+- ``env``: the package's own ``Environment`` class, its workspace the platform's (``Platform``): its
+  ``execute`` and ``is_final`` and the observations they make are the package's; a low-level action is an ``act``
+  request; a high-level action is the package's own function, whose files are ``low`` requests. Its actions are
+  the package's ``action_infos`` without Request Help (a run asks no person), and the research problem is the
+  task's, byte for byte.
 - ``MLAgentBench.LLM``: its ``complete_text`` and ``complete_text_fast`` with their signatures, made by the
   platform's gateway (an ``llm`` request): every call stops at "Observation:" (and, for a Claude model, at its
   human turn), with the tokens and temperature the agent's code passes; where it passes none, the endpoint's
   defaults, which are what MLAgentBench's ``complete_text`` sends that model. Each prompt and completion is also
   written to the call's log file, as MLAgentBench's ``log_to_file`` does. The package's own ``LLM.py`` (API keys,
   provider clients) is never imported.
-- A module the agent's code imports for constants only and the sandbox lacks (``anthropic``: its human and
-  assistant turn markers) is given with those constants.
+- A module the agent's code imports but does not use here and the sandbox lacks (``anthropic``, ``dacite``) is
+  given as a stand-in.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import os
 import re
@@ -68,6 +71,8 @@ WITHOUT_RETRIEVAL = ["Retrieval from Research Log", "Append Summary to Research 
 #: Anthropic's turn markers, which MLAgentBench's agents write into their prompts.
 HUMAN_PROMPT, AI_PROMPT = "\n\nHuman:", "\n\nAssistant:"
 ENTRY_NAMES = ("Reflection", "Research Plan and Status", "Fact Check", "Thought")
+#: What MLAgentBench's environment passes every action besides its input (``static_kwargs_for_tools``).
+STATIC_KWARGS = ("device", "python", "work_dir", "args", "read_only_files", "research_problem")
 STOP = "Observation:"
 
 
@@ -93,13 +98,20 @@ def runner_args(env: Env, spec: dict, log_dir: str) -> argparse.Namespace:
 
 
 def constants_modules() -> None:
-    """Give the agent's code the modules it imports for their constants, where the sandbox has none."""
+    """Give the agent's code the modules it imports but does not use here, where the sandbox has none: anthropic
+    (its turn markers) and dacite (its environment reads a saved trace with it, to resume on its own)."""
     try:
         importlib.import_module("anthropic")
     except ImportError:
         stand_in = types.ModuleType("anthropic")
         stand_in.HUMAN_PROMPT, stand_in.AI_PROMPT = HUMAN_PROMPT, AI_PROMPT
         sys.modules["anthropic"] = stand_in
+    try:
+        importlib.import_module("dacite")
+    except ImportError:
+        stand_in = types.ModuleType("dacite")
+        stand_in.from_dict = lambda *args, **kwargs: None
+        sys.modules["dacite"] = stand_in
 
 
 class Gateway:
@@ -115,7 +127,8 @@ class Gateway:
         module.FAST_MODEL = fast_model
         module.LLMError, module.TooLongPromptError = schema.LLMError, schema.TooLongPromptError
         module.log_to_file = log_to_file
-        module.complete_text = self.complete_text
+        # complete_text_claude: what its environment imports (used only when it asks a person for the task).
+        module.complete_text = module.complete_text_claude = self.complete_text
 
         def complete_text_fast(prompt: str, **kwargs: Any) -> str:
             return self.complete_text(prompt=prompt, model=module.FAST_MODEL, temperature=0.01, **kwargs)
@@ -135,7 +148,9 @@ class Gateway:
         try:
             completion = self.env.complete(prompt, purpose=purpose, model=model or None, **options)
         except LLMError as exc:
-            raise self.schema.LLMError(str(exc)) from exc
+            error = self.schema.LLMError(str(exc))
+            error.message = str(exc)  # what MLAgentBench's environment reads of it
+            raise error from exc
         if model == self.main_model:
             self.last_answer = completion
         if log_file:
@@ -154,45 +169,118 @@ def log_to_file(log_file: str, prompt: str, completion: str, model: str, max_tok
         fh.write("\n===================tokens=====================\n")
 
 
-class Environment:
-    """MLAgentBench's ``Environment`` as its agents use it, carried out by the platform's environment."""
+class Platform:
+    """What MLAgentBench's ``Environment`` does to the workspace, done by the platform; the rest (``execute``,
+    ``is_final``, its observations and its errors) is the package's own class, which this comes before.
+
+    - A low-level action (List Files, Execute Script, ...) is an ``act`` request: the platform carries it out and
+      records the step.
+    - A high-level action (Understand File, Edit Script (AI), Reflection, ...) runs the package's own function, so
+      its prompts are the package's. The files it reads and writes are ``low`` requests (``PlatformFiles``); the
+      step is recorded with the observation it made when the package's ``execute`` saves it (``save``).
+    - Final Answer, an invalid action: the observation the package's ``execute`` made, recorded by ``save``."""
 
     def __init__(self, env: Env, args: argparse.Namespace, action_infos: dict, schema: types.ModuleType, llm) -> None:
         self._env, self._schema, self._llm = env, schema, llm
-        self._args = args
-        self.action_infos = action_infos
-        self.research_problem = env.start.research_problem
-        self.log_dir = os.path.join(args.log_dir, "env_log")
-        self.trace = schema.Trace(
-            steps=[], low_level_steps=[], action_infos=action_infos, task_description=self.research_problem
+        self._platform_args = args
+        self._recorded = False  # the step in progress was recorded by its own act request
+        self._infos = {name: self._platform_side(info) for name, info in action_infos.items()}
+        if not args.interactive:
+            self._infos.pop("Request Help", None)
+        self._problem = env.start.research_problem
+        self._trace_kept = schema.Trace(
+            steps=[], low_level_steps=[], action_infos=self._infos, task_description=self._problem
         )
-        self.start_time = time.time()
-        self.read_only_files: list[str] = []
-        self.benchmark_folder_name = env.start.task.get("slug", "workspace")
+        self._started = time.time()
+        self._log = os.path.join(args.log_dir, "env_log")
+
+    def _platform_side(self, info):
+        """A low-level action's function as an ``act`` request; a high-level one's as the package wrote it."""
+        if info.name in self._high_level:
+            return info
+        return dataclasses.replace(info, function=lambda **kwargs: self._act(info.name, kwargs))
+
+    _high_level: frozenset[str] = frozenset()
+
+    def _act(self, name: str, kwargs: dict) -> str:
+        action_input = {k: v for k, v in kwargs.items() if k not in ("log_file", "trace", *STATIC_KWARGS)}
+        observation = self._env.act(name, action_input, **answer_entries(self._llm.last_answer))
+        self._recorded = True
+        return observation.text
+
+    research_problem = property(lambda self: self._problem)
+    benchmark_folder_name = property(lambda self: self._env.start.task.get("slug", "workspace"))
+    log_dir = property(lambda self: self._log)
+    work_dir = property(lambda self: ".")
+    read_only_files = property(lambda self: [])
+    action_infos = property(lambda self: self._infos)
+    args = property(lambda self: self._platform_args)
+    trace = property(lambda self: self._trace_kept)
+    start_time = property(lambda self: self._started)
 
     @property
-    def args(self) -> argparse.Namespace:
-        return self._args
-
-    def get_task_description(self) -> tuple[str, str]:
-        return self.research_problem, self.benchmark_folder_name
+    def static_kwargs_for_tools(self) -> dict:
+        args = self._platform_args
+        return {
+            "device": args.device,
+            "python": args.python,
+            "work_dir": ".",
+            "args": args,
+            "read_only_files": [],
+            "research_problem": self._problem,
+        }
 
     def is_final(self) -> bool:
-        """As MLAgentBench decides: a Final Answer given, or the step or time limit reached (or the run ended)."""
-        steps = self.trace.steps
-        answered = any(step.action.name == "Final Answer" for step in steps)
-        late = time.time() - self.start_time > self._args.max_time
-        return self._env.ended or answered or len(steps) >= self._args.max_steps or late
+        return self._env.ended or super().is_final()
 
     def execute(self, action) -> str:
-        """The action carried out and recorded by the platform, with the entries of the answer that chose it."""
-        action_input = action.args
-        if action.name == "Final Answer" and not isinstance(action_input, dict):
-            action_input = {"final_answer": str(action_input)}
-        observation = self._env.act(action.name, action_input, **answer_entries(self._llm.last_answer))
-        text = "end" if action.name == "Final Answer" else observation.text
-        self.trace.steps.append(self._schema.Step(action, text, time.time()))
-        return text
+        if action.name in self._high_level and isinstance(action.args, dict):
+            replayed = self._env.replayed(action.name, action.args)
+            if replayed is not None:  # a resumed run's step: not carried out again
+                self._trace_kept.steps.append(self._schema.Step(action, replayed.text, time.time()))
+                return replayed.text
+        self._recorded = False
+        return super().execute(action)
+
+    def save(self, curr_step: int) -> None:
+        """The package's ``execute`` made the step's observation: recorded here unless an act request did."""
+        if self._recorded:
+            return
+        step = self._trace_kept.steps[-1]
+        action_input = step.action.args if isinstance(step.action.args, dict) else {"input": str(step.action.args)}
+        entries = answer_entries(self._llm.last_answer)
+        if step.action.name == "Final Answer":
+            self._env.act("Final Answer", action_input, **entries)
+        else:
+            self._env.made(step.action.name, action_input, step.observation, **entries)
+
+
+class PlatformFiles:
+    """The file functions MLAgentBench's high-level actions call, as ``low`` requests: the agent's process never
+    touches the workspace. A refusal raises the package's ``EnvException`` with the platform's words."""
+
+    def __init__(self, env: Env, schema: types.ModuleType) -> None:
+        self._env, self._schema = env, schema
+
+    def _low(self, name: str, action_input: dict) -> str:
+        observation = self._env.low(name, action_input)
+        if observation.error:
+            raise self._schema.EnvException(observation.text.removeprefix("EnvError: "))
+        return observation.text
+
+    def read_file(self, file_name: str, work_dir: str = ".", **kwargs: Any) -> str:
+        return self._low("Read File", {"file_name": file_name})
+
+    def write_file(self, file_name: str, content: str, work_dir: str = ".", **kwargs: Any) -> str:
+        return self._low("Write File", {"file_name": file_name, "content": content})
+
+    def append_file(self, file_name: str, content: str, work_dir: str = ".", **kwargs: Any) -> str:
+        return self._low("Append File", {"file_name": file_name, "content": content})
+
+    def copyfile(self, source: str, destination: str) -> str:
+        """``shutil.copyfile`` of an edit's backup: the platform's Write File keeps the file's previous version in
+        ``backup/`` itself (what Undo Edit Script restores), so the copy is not made twice."""
+        return destination
 
 
 def answer_entries(answer: str) -> dict[str, str]:
@@ -230,8 +318,15 @@ def run(env: Env) -> None:
     sys.modules["MLAgentBench.LLM"] = MLAgentBench.LLM = llm.module(args.fast_llm_name, schema)
     low = importlib.import_module("MLAgentBench.low_level_actions")
     high = importlib.import_module("MLAgentBench.high_level_actions")
+    files = PlatformFiles(env, schema)
+    for name in ("read_file", "write_file", "append_file"):
+        setattr(high, name, getattr(files, name))
+    high.shutil = types.SimpleNamespace(copyfile=files.copyfile)
     action_infos = {info.name: info for info in [*low.LOW_LEVEL_ACTIONS, *high.HIGH_LEVEL_ACTIONS]}
-    environment = Environment(env, args, action_infos, schema, llm)
+    package_environment = importlib.import_module("MLAgentBench.environment").Environment
+    high_level = frozenset(info.name for info in high.HIGH_LEVEL_ACTIONS)
+    environment_class = type("Environment", (Platform, package_environment), {"_high_level": high_level})
+    environment = environment_class(env, args, action_infos, schema, llm)
     print("=====================================", file=sys.stderr)
     print("Research problem: ", environment.research_problem, file=sys.stderr)
     agent = agent_class(spec["agent"])(args, environment)

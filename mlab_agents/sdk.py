@@ -10,6 +10,13 @@ one per line, and reads one answer per request:
     -> {"type": "llm", "messages": [{"role": "user", "content": "..."}], "purpose": "edit"}
     <- {"type": "completion", "text": "...", "tokens_in": 12, "tokens_out": 40}
 
+An agent that carries out a high-level action with its own code (MLAgentBench's Understand File, ...) takes the
+low-level actions it needs with ``low`` messages, then sends the step with the observation it made:
+
+    -> {"type": "low", "action": "Read File", "input": {"file_name": "train.py"}}
+    <- {"type": "observation", "step": 3, "observation": "...", "done": false}
+    -> {"type": "act", "action": "Understand File", "input": {...}, "entries": {...}, "observation": "..."}
+
 Any answer may instead be ``{"type": "error", "message": ...}`` or ``{"type": "end", "reason": ...}`` (the
 run is over: stop). Anything an agent prints goes to stderr, which the platform keeps as the agent's log.
 """
@@ -99,7 +106,8 @@ class Env:
         self.steps_taken = len(self.start.history)
         return self.start.history
 
-    def _replayed(self, action: str, action_input: dict) -> Observation | None:
+    def replayed(self, action: str, action_input: dict) -> Observation | None:
+        """The recorded observation of a step the agent takes again (a resumed or forked run), else None."""
         if not self._replay:
             return None
         step = self._replay[0]
@@ -129,11 +137,23 @@ class Env:
 
     def act(self, action: str, action_input: dict | None = None, **entries: Any) -> Observation:
         """Take one action. Keyword arguments are the agent's entries for this step (Thought=..., ...)."""
-        if (replayed := self._replayed(action, action_input or {})) is not None:
+        return self._act({"type": "act", "action": action, "input": action_input or {}, "entries": _entries(entries)})
+
+    def made(self, action: str, action_input: dict, observation: str, **entries: Any) -> Observation:
+        """Record a high-level action the agent's own code carried out (its low-level actions taken with ``low``),
+        with the observation it made."""
+        message = {"type": "act", "action": action, "input": action_input, "entries": _entries(entries)}
+        return self._act(message | {"observation": observation})
+
+    def low(self, action: str, action_input: dict) -> Observation:
+        """A low-level action (Read File, Write File, ...) inside a high-level action the agent carries out."""
+        answer = self._request({"type": "low", "action": action, "input": action_input})
+        return Observation(answer.get("observation", ""), step=answer.get("step", -1), error=bool(answer.get("error")))
+
+    def _act(self, message: dict) -> Observation:
+        if (replayed := self.replayed(message["action"], message["input"])) is not None:
             return replayed
-        answer = self._request(
-            {"type": "act", "action": action, "input": action_input or {}, "entries": _entries(entries)}
-        )
+        answer = self._request(message)
         if answer.get("type") == "error":
             return Observation(answer.get("message", ""), step=-1, error=True)
         self.steps_taken += 1

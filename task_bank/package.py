@@ -369,8 +369,9 @@ def package_load(root: Path, *, slug: str | None = None) -> TaskPackage:
         if manifest_path.is_file()
         else manifest_parse("", default_title=default_title)
     )
-    research_problem = (scripts / "research_problem.txt").read_text(errors="replace").strip()
-    if not research_problem:
+    # Byte for byte, as MLAgentBench reads it (a trailing newline included): the agent's prompt is built from it.
+    research_problem = (scripts / "research_problem.txt").read_text(errors="replace")
+    if not research_problem.strip():
         raise TaskPackageError("scripts/research_problem.txt is empty; expected the task description")
     ro_path = scripts / "read_only_files.txt"
     patterns = read_only_patterns_parse(ro_path.read_text()) if ro_path.is_file() else []

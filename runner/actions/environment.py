@@ -20,7 +20,7 @@ from ..sandbox.base import KeptSandbox
 from ..sandbox.process import HeadTail
 from ..workspace import fs
 from .catalogue import BY_NAME, EXECUTE_SCRIPT, FINAL_ANSWER, PYTHON_REPL, READ_FILE, ActionSpec, usage_text
-from .handlers import HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
+from .handlers import HANDLERS, HIGH_LEVEL_HANDLERS, LLM_HANDLERS, LOW_LEVEL_HANDLERS
 from .repl import Repl
 from .types import WORKSPACE, ActionOutcome, EnvError
 
@@ -28,6 +28,10 @@ from .types import WORKSPACE, ActionOutcome, EnvError
 SANDBOXED_ACTIONS = frozenset({EXECUTE_SCRIPT, PYTHON_REPL})
 # Room for the words an action puts around bounded output ("The script has been executed...", exit notes).
 WRAPPER_ROOM = 1000
+#: The actions an agent's own code may carry out itself (``Environment.made``), and how many low-level actions one
+#: such step may take through the platform (MLAgentBench's take at most three).
+MADE_BY_AGENT = frozenset(HIGH_LEVEL_HANDLERS)
+MAX_LOW_PER_STEP = 10
 #: Where a task's own packages are in its sandboxes (runner/execution/task_packages.TARGET).
 PACKAGES_TARGET = "/opt/task-packages"
 
@@ -254,7 +258,6 @@ class Environment:
 
     def execute(self, name: str, action_input: object) -> ActionOutcome:
         started = time.monotonic()
-        self.low_level = []
         spec = BY_NAME.get(name) if isinstance(name, str) else None
         if spec is None or name not in self.handlers:
             names = ", ".join(self.action_names)
@@ -276,9 +279,52 @@ class Environment:
             except (OSError, ValueError, UnicodeError) as exc:
                 # Whatever the agent's input or its files made fail is the agent's to see, not a crash.
                 outcome = ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
-        outcome.observation, outcome.full_observation = self.bound(outcome.observation)
         outcome.detail.setdefault("duration_s", round(time.monotonic() - started, 3))
+        return self.ended(name, outcome)
+
+    def low_request(self, name: object, action_input: object) -> ActionOutcome:
+        """A low-level action the agent's own code takes inside one of its high-level actions (``made``): carried
+        out as any action, recorded under the step that action becomes."""
+        if name not in LOW_LEVEL_HANDLERS:
+            names = ", ".join(LOW_LEVEL_HANDLERS)
+            return ActionOutcome(f"EnvError: {name} is not a low-level action; these are: {names}.", error=True)
+        if len(self.low_level) >= MAX_LOW_PER_STEP:
+            return ActionOutcome(
+                f"EnvError: a step may take at most {MAX_LOW_PER_STEP} low-level actions; take the step first.",
+                error=True,
+            )
+        try:
+            return ActionOutcome(self.low(name, self.validate_input(BY_NAME[name], action_input)))
+        except EnvError as exc:
+            return ActionOutcome(f"EnvError: {exc}", error=True)
+        except fs.UnsafePath as exc:
+            return ActionOutcome(f"EnvError: the action cannot be done on that path: {exc}.", error=True)
+        except (OSError, ValueError, UnicodeError) as exc:
+            return ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
+
+    def made(self, name: str, action_input: object, observation: str) -> ActionOutcome:
+        """A high-level action the agent's own code carried out (MLAgentBench's agents run their package's own
+        Understand File, Edit Script (AI), ...): its observation as the agent made it, with the low-level actions it
+        took (``low_request``). A low-level action may not be made so: what a script printed, or a file held, is
+        always the platform's to say. A name the run does not offer is recorded as the agent's error (its own code
+        said what was wrong)."""
+        if name in self.handlers and name not in MADE_BY_AGENT:
+            outcome = ActionOutcome(
+                f"EnvError: {name} cannot bring its own observation; only these high-level actions can: "
+                + ", ".join(n for n in self.action_names if n in MADE_BY_AGENT),
+                error=True,
+            )
+        else:
+            offered = name in self.handlers
+            error = not offered or observation.startswith("EnvError")
+            outcome = ActionOutcome(observation, error=error, detail={"made_by": "agent"})
+        return self.ended(name, outcome)
+
+    def ended(self, name: str, outcome: ActionOutcome) -> ActionOutcome:
+        """The outcome as recorded: bounded, with its low-level actions, and a warning past the workspace's limit."""
+        outcome.observation, outcome.full_observation = self.bound(outcome.observation)
         outcome.low_level = outcome.low_level or self.low_level
+        self.low_level = []
         if name != FINAL_ANSWER and self.workspace_limit_mb:
             size = self.workspace_size_mb()
             if size > self.workspace_limit_mb:

@@ -16,6 +16,8 @@ def final_answer(env: ActionEnv, final_answer: str) -> ActionOutcome:
 
 #: The low-level file actions, which high-level actions call as recorded sub-steps.
 LOW_LEVEL_HANDLERS = files.HANDLERS
+#: The high-level actions: built on the low-level ones, and most on an LLM.
+HIGH_LEVEL_HANDLERS = {**research.HANDLERS, **research.LLM_HANDLERS}
 #: Every action that needs no LLM.
 HANDLERS = {**files.HANDLERS, **code.HANDLERS, **research.HANDLERS, FINAL_ANSWER: final_answer}
 #: The actions that need an LLM (offered only when the run has a model).

@@ -145,10 +145,10 @@ def _mlagentbench_manifest(data: dict) -> dict:
 
 
 def _mlagentbench_check(root: Path, agent: str) -> None:
-    """The package holds MLAgentBench's folder with its schema, its actions and a module of agents/ defining the
-    class."""
+    """The package holds MLAgentBench's folder with its schema, its actions, its environment and a module of agents/
+    defining the class."""
     folder = root / "MLAgentBench"
-    needed = ["schema.py", "low_level_actions.py", "high_level_actions.py", "agents/__init__.py"]
+    needed = ["schema.py", "low_level_actions.py", "high_level_actions.py", "environment.py", "agents/__init__.py"]
     missing = [name for name in needed if not (folder / name).is_file()]
     if missing:
         raise AgentPackageError(

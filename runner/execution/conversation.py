@@ -1,7 +1,8 @@
 """The conversation with the agent: start its process, send it the task, answer each message it writes.
 
-One handler per message kind: ``act`` (carry out an action, record the step, send the observation), ``llm``
-(a completion through the gateway) and lines that are not protocol messages (recorded as error steps). The
+One handler per message kind: ``act`` (carry out an action, record the step, send the observation), ``low`` (a
+low-level action inside an agent's own high-level one), ``llm`` (a completion through the gateway) and lines that
+are not protocol messages (recorded as error steps). The
 conversation returns how the run should end; the session records it.
 """
 
@@ -41,6 +42,9 @@ class Steps(Protocol):
 
     def act(self, message: dict) -> tuple[Step, ActionOutcome]:
         """Carry out an ``act`` message's action and record it as a step."""
+
+    def low(self, message: dict) -> ActionOutcome:
+        """Carry out a ``low`` message's low-level action, recorded under the step the agent takes next."""
 
     def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
         """Record a step that is no action (a line that was not a protocol message)."""
@@ -142,7 +146,8 @@ class Conversation:
                     ending = self.on_bad_message(exc)
                     continue
                 self.bad_in_a_row = 0
-                ending = self.on_llm(message) if message["type"] == "llm" else self.on_act(message)
+                handler = {"llm": self.on_llm, "low": self.on_low, "act": self.on_act}[message["type"]]
+                ending = handler(message)
             return ending
         except AgentExited as exc:
             return Ending(
@@ -187,6 +192,13 @@ class Conversation:
         steps = self.steps
         answer = completion_for_run(run=self.run, step_index=steps.step_index, message=message, tick=steps.tick)
         self.channel.send(answer, tick=steps.tick)
+
+    def on_low(self, message: dict) -> None:
+        """A low-level action inside the agent's own high-level action: carried out and recorded under the step the
+        agent takes next, which is not taken yet (its ``act`` brings the observation its code made)."""
+        outcome = self.steps.low(message)
+        answer = {"type": "observation", "step": self.steps.step_index, "observation": outcome.observation}
+        self.channel.send(answer | {"error": outcome.error, "done": False}, tick=self.steps.tick)
 
     def on_act(self, message: dict) -> Ending | None:
         """Carry out the action and record the step, then send the observation."""

@@ -68,13 +68,15 @@ def message_parse(line: bytes) -> dict:
     if not isinstance(message, dict):
         raise BadMessage(f"the line is JSON but not an object (got {type(message).__name__})")
     kind = message.get("type")
-    if kind not in ("act", "llm"):
-        raise BadMessage(f'unknown message type {kind!r}; expected "act" or "llm"')
+    if kind not in ("act", "low", "llm"):
+        raise BadMessage(f'unknown message type {kind!r}; expected "act", "low" or "llm"')
+    if kind in ("act", "low") and not isinstance(message.get("action"), str):
+        raise BadMessage(f'an "{kind}" message needs "action": the name of an action')
     if kind == "act":
-        if not isinstance(message.get("action"), str):
-            raise BadMessage('an "act" message needs "action": the name of an action')
         if "entries" in message and not isinstance(message["entries"], dict):
             raise BadMessage('"entries" must be an object such as {"Thought": "..."}')
+        if "observation" in message and not isinstance(message["observation"], str):
+            raise BadMessage('"observation" must be a string: what the action made')
     if kind == "llm" and not isinstance(message.get("messages"), list):
         raise BadMessage('an "llm" message needs "messages": a list of {"role": ..., "content": ...}')
     return message

@@ -281,14 +281,18 @@ class RunSession(RunPulse):
     def hand_back(self) -> None:
         """The worker is stopping: the run goes back to the queue, first in line (it keeps its place), and is
         resumed from its last recorded step; the action that was running is not recorded (it is done again)."""
-        back = Run.objects.filter(pk=self.run.pk, attempt=self.attempt, status__in=Run.ON_WORKER).update(
-            status=Run.Status.QUEUED,
-            worker="",
-            live_action="",
-            live_output="",
-            heartbeat_at=timezone.now(),
-            hand_back_requested_at=None,
-            sent_at=None,
+        back = (
+            Run.objects.on_worker()
+            .filter(pk=self.run.pk, attempt=self.attempt)
+            .update(
+                status=Run.Status.QUEUED,
+                worker="",
+                live_action="",
+                live_output="",
+                heartbeat_at=timezone.now(),
+                hand_back_requested_at=None,
+                sent_at=None,
+            )
         )
         if not back:
             return
@@ -433,12 +437,19 @@ class RunSession(RunPulse):
         action_input = message.get("input", {})
         self.current = current = CurrentAction(str(message["action"])[:100], action_input, message.get("entries") or {})
         Run.objects.filter(pk=self.run.pk).update(live_action=db_text(current.action), live_output="")
-        outcome = self.environment.execute(message["action"], action_input)
+        if "observation" in message:  # a high-level action the agent's own code carried out
+            outcome = self.environment.made(message["action"], action_input, message["observation"])
+        else:
+            outcome = self.environment.execute(message["action"], action_input)
         step = self.record(current.action, action_input, current.entries, outcome)
         if outcome.final:
             answer = action_input.get("final_answer", "") if isinstance(action_input, dict) else ""
             Run.objects.filter(pk=self.run.pk).update(final_answer=db_text(str(answer)[:20_000]))
         return step, outcome
+
+    def low(self, message: dict) -> ActionOutcome:
+        """Carry out a ``low`` message's low-level action, recorded under the step the agent takes next."""
+        return self.environment.low_request(message["action"], message.get("input", {}))
 
     def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
         """Commit the step (with the workspace snapshot after it) before the agent sees the observation."""

@@ -59,3 +59,13 @@ def test_the_builtin_tasks_load(capsys):
     version = Task.objects.get(slug="digits").current_version
     assert version.metric_name == "accuracy" and version.higher_is_better
     assert version.read_only_patterns == ["train.csv", "test.csv"]
+
+
+def test_the_research_problem_is_kept_byte_for_byte_as_mlagentbench_reads_it(tmp_path):
+    problem = "  Improve the model.\n\nKeep train.py's output.\n"
+    root = package_write(tmp_path / "t", TINY_FILES | {"scripts/research_problem.txt": "x"})
+    (root / "scripts" / "research_problem.txt").write_text(problem)
+    assert package_load(root).research_problem == problem
+    (root / "scripts" / "research_problem.txt").write_text(" \n")
+    with pytest.raises(TaskPackageError, match="research_problem.txt is empty"):
+        package_load(root)

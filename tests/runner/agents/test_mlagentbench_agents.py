@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from django.urls import reverse
 
 from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse
 from runner.agents.smoke import agent_smoke_run
@@ -36,7 +37,7 @@ def standin_prompt(research_problem: str) -> str:
         import MLAgentBench.low_level_actions as low
         from MLAgentBench.agents.agent import initial_prompt
 
-        infos = {i.name: i for i in [*low.LOW_LEVEL_ACTIONS, *high.HIGH_LEVEL_ACTIONS]}
+        infos = {i.name: i for i in [*low.LOW_LEVEL_ACTIONS, *high.HIGH_LEVEL_ACTIONS] if i.name != "Request Help"}
         return initial_prompt(
             SimpleNamespace(action_infos=infos, research_problem=research_problem), SimpleNamespace(max_retries=2)
         )
@@ -48,7 +49,7 @@ def standin_prompt(research_problem: str) -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the_platforms_models(
-    tiny_task, endpoint, llm_server, settings
+    tiny_task, endpoint, llm_server, settings, client
 ):
     settings.BENCH_SANDBOX = "bwrap"
     ModelEndpoint.objects.create(name="test-fast", base_url=llm_server.base_url, model_id="scripted-fast", timeout_s=5)
@@ -57,15 +58,20 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
     assert agent.config == {"mlagentbench": {"agent": "StandInAgent", "args": {"max_retries": 2}}}
     assert agent_smoke_run(agent.pk) == "passed", Agent.objects.get(pk=agent.pk).smoke_error
 
+    edit = {"script_name": "train.py", "edit_instruction": "write 3", "save_name": "train.py"}
     replies = [
+        understand := reply("Understand File", {"file_name": "train.py", "things_to_look_for": "what"}, "read it"),
+        reply("Reflection", {"things_to_reflect_on": "the plan"}, "think"),
+        reply("Edit Script (AI)", edit, "raise it"),
         reply("List Files", {"dir_path": "."}, "see what is there"),
-        reply("Execute Script", {"script_name": "train.py"}, "measure the baseline"),
-        reply("Final Answer", {"final_answer": "the baseline"}, "submit"),
+        reply("Execute Script", {"script_name": "train.py"}, "measure it"),
+        reply("Final Answer", {"final_answer": "three"}, "submit"),
     ]
+    new_train = "\nopen('value.txt', 'w').write('3')"
 
     def answer(request):
         if request["model"] == "scripted-fast":
-            return "a summary"
+            return f"```{new_train}```" if "Stand-in edit" in request["messages"][0]["content"] else "a summary"
         return replies.pop(0)
 
     llm_server.default = answer
@@ -73,24 +79,36 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
         run_create(task=tiny_task.task, agent=agent, model="test-model", fast_model="test-fast", enqueue=False).pk
     )
 
-    assert (run.status, run.final_score) == ("finished", 2.0), (run.error, run.stderr_tail)
+    assert (run.status, run.final_score) == ("finished", 3.0), (run.error, run.stderr_tail)
     steps = list(Step.objects.filter(run=run))
-    assert [s.action for s in steps] == ["List Files", "Execute Script", "Final Answer"]
-    assert steps[1].entries == {"Thought": "measure the baseline"}  # the answer's entries, for the trace
+    names = ["Understand File", "Reflection", "Edit Script (AI)", "List Files", "Execute Script", "Final Answer"]
+    assert [s.action for s in steps] == names
+    assert steps[4].entries == {"Thought": "measure it"}  # the answer's entries, for the trace
     main = [r for r in llm_server.requests if r["model"] == "scripted-1"]
     fast = [r for r in llm_server.requests if r["model"] == "scripted-fast"]
+    # The high-level actions are the package's own: its prompts, its words, its files through the platform.
+    assert fast[0]["messages"][0]["content"].startswith("Stand-in reading train.py (")
+    assert steps[0].observation == "a summary" and steps[0].detail["made_by"] == "agent"
+    assert [low["action"] for low in steps[0].low_level] == ["Read File"]
+    # Reflection reads a research log the agent never wrote: the package's error, and no model call for it.
+    assert steps[1].observation.startswith("Stand-in EnvError: cannot read file research_log.log")
+    assert not any("the plan" in r["messages"][0]["content"] for r in fast)
+    assert steps[2].observation == "Stand-in saved train.py"
+    assert [low["action"] for low in steps[2].low_level] == ["Read File", "Write File"]
+    assert steps[2].low_level[1]["input"]["content"] == new_train  # written as the model wrote it
+    assert "backup/" in steps[3].observation.split("\n")
+    page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    assert page.count("agent's code</span>") == 3  # the trace says whose code made each observation
     # Its first prompt is the one its own code builds, from its own action descriptions.
     assert main[0]["messages"] == [{"role": "user", "content": standin_prompt(tiny_task.research_problem)}]
     assert "Runs a Python script." in main[0]["messages"][0]["content"]
     # The settings MLAgentBench's complete_text sends: its stop, the endpoint's tokens and temperature (its OpenAI
     # path for "scripted-1": 500 at 0.2), and complete_text_fast's 0.01 on the run's fast model.
     assert all(r["stop"] == ["Observation:"] and (r["max_tokens"], r["temperature"]) == (500, 0.2) for r in main)
-    assert fast and all(r["temperature"] == 0.01 for r in fast)
-    assert (
-        "\n\nAssistant:\n" + reply("List Files", {"dir_path": "."}, "see what is there")
-        in (main[1]["messages"][0]["content"])
-    )
-    assert "Final message:  Finished: 3 steps" in run.stderr_tail
+    quick = [r for r in fast if "Stand-in edit" not in r["messages"][0]["content"]]  # the edit: complete_text's own
+    assert quick and all(r["temperature"] == 0.01 for r in quick)
+    assert "\n\nAssistant:\n" + understand in (main[1]["messages"][0]["content"])
+    assert "Final message:  Finished: 6 steps" in run.stderr_tail
 
 
 @pytest.fixture
@@ -105,6 +123,7 @@ def standin_copy(tmp_path) -> Path:
     ("change", "message"),
     [
         (lambda root: (root / "MLAgentBench" / "schema.py").unlink(), "MLAgentBench/schema.py is missing"),
+        (lambda root: (root / "MLAgentBench" / "environment.py").unlink(), "MLAgentBench/environment.py is missing"),
         (
             lambda root: (root / "agent.toml").write_text('name = "x"\n[mlagentbench]\nagent = "NoSuchAgent"\n'),
             "[mlagentbench] agent 'NoSuchAgent': no module of MLAgentBench/agents/ defines it",

@@ -26,7 +26,7 @@ class ActionInfo:
     description: str
     usage: dict
     return_value: str
-    function: str
+    function: Any
     is_primitive: bool = False
 
 

@@ -6,6 +6,7 @@ import re
 
 import anthropic
 
+from MLAgentBench import high_level_actions
 from MLAgentBench.LLM import complete_text, complete_text_fast
 from MLAgentBench.schema import Action
 
@@ -20,6 +21,7 @@ def initial_prompt(env, args):
 class StandInAgent:
     def __init__(self, args, env):
         self.args = args
+        high_level_actions.EDIT_SCRIPT_MODEL = args.edit_script_llm_name  # as MLAgentBench's agent sets it
         self.prompt = initial_prompt(env, args)
         self.log_dir = os.path.join(args.log_dir, "agent_log")
         os.makedirs(self.log_dir, exist_ok=True)
