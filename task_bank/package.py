@@ -231,9 +231,14 @@ BASELINE_WHEN = ("always", "unmeasured")
 def _baseline_parse(baseline: dict) -> dict | None:
     if not baseline:
         return None
-    unknown = sorted(set(baseline) - {"score", "reason", "when"})
+    unknown = sorted(set(baseline) - {"score", "reason", "when", "starter_fails"})
     if unknown:
-        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [baseline]; expected score, reason, when")
+        raise TaskPackageError(
+            f"task.toml: unknown keys {unknown} in [baseline]; expected score, reason, when, starter_fails"
+        )
+    starter_fails = baseline.get("starter_fails", False)
+    if not isinstance(starter_fails, bool):
+        raise TaskPackageError(f"task.toml: [baseline] starter_fails must be true or false, got {starter_fails!r}")
     reason = baseline.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise TaskPackageError(
@@ -248,18 +253,19 @@ def _baseline_parse(baseline: dict) -> dict | None:
     score = _as_number(baseline["score"], "baseline.score")
     if score == 0:
         raise TaskPackageError("task.toml: baseline.score must not be 0 (improvements are relative to it)")
-    return {"score": score, "reason": reason.strip()[:500], "when": when}
+    return {"score": score, "reason": reason.strip()[:500], "when": when, "starter_fails": starter_fails}
 
 
 #: The baselines MLAgentBench fixes by hand in its plot.py, by its task folder's name: imdb and fathomnet instead of
-#: any measured mean, the other four where none was measured (their starters fail by design, or time themselves).
+#: any measured mean, the other four where none was measured; and whether the folder's starter fails by design
+#: (imdb, spaceship-titanic and house-price leave the model to the agent).
 MLAGENTBENCH_BASELINES = {
-    "imdb": (0.5, "always"),
-    "fathomnet": (1e-10, "always"),
-    "vectorization": (6.1742, "unmeasured"),
-    "spaceship-titanic": (0.5, "unmeasured"),
-    "ogbn-arxiv": (0.3134, "unmeasured"),
-    "house-price": (1e10, "unmeasured"),
+    "imdb": (0.5, "always", True),
+    "fathomnet": (1e-10, "always", False),
+    "vectorization": (6.1742, "unmeasured", False),
+    "spaceship-titanic": (0.5, "unmeasured", True),
+    "ogbn-arxiv": (0.3134, "unmeasured", False),
+    "house-price": (1e10, "unmeasured", True),
 }
 
 
@@ -267,9 +273,10 @@ def mlagentbench_baseline(folder_name: str) -> dict | None:
     """The baseline MLAgentBench fixes for its task folder of this name, as a [baseline] table would say it."""
     if folder_name not in MLAGENTBENCH_BASELINES:
         return None
-    score, when = MLAGENTBENCH_BASELINES[folder_name]
+    score, when, starter_fails = MLAGENTBENCH_BASELINES[folder_name]
     where = "instead of any measured mean" if when == "always" else "where none was measured"
-    return {"score": score, "reason": f"MLAgentBench fixes this task's baseline at {score:g} ({where})", "when": when}
+    reason = f"MLAgentBench fixes this task's baseline at {score:g} ({where})"
+    return {"score": score, "reason": reason, "when": when, "starter_fails": starter_fails}
 
 
 def _hide_parse(sandbox: dict) -> tuple[str, ...]:

@@ -107,7 +107,7 @@ def validation_record(version: TaskVersion, *, run_id: int) -> None:
         if problem:
             _round_stop(round_runs)
             failed = f"the baseline did not produce a valid score (validation run {ended.pk}): {problem}"
-            if version.fixed_baseline is not None:  # a starter that fails by design: the task's own baseline
+            if _fails_by_design(ended, version):  # the task's own baseline: it replaces the number only
                 _fixed_baseline_save(version, also=failed)
                 return
             _save(version, status=TaskVersion.Status.FAILED, log=failed)
@@ -133,6 +133,16 @@ def validation_record(version: TaskVersion, *, run_id: int) -> None:
     _round_settle(version, done)
 
 
+def _fails_by_design(run: Run, version: TaskVersion) -> bool:
+    """Whether this failed baseline run is what the task declares (``[baseline] starter_fails``): its starter ran
+    and failed. A declared baseline replaces only the number: prepare.py, the sandbox and eval.py must still work,
+    and a starter that is not declared to fail must not."""
+    fixed = version.fixed_baseline
+    if fixed is None or not fixed.get("starter_fails"):
+        return False
+    return Step.objects.filter(run=run, action=EXECUTE_SCRIPT, is_error=True).exists()
+
+
 def _run_problem(run: Run, version: TaskVersion) -> str:
     """Why this baseline run's score cannot be the baseline ('' when it can)."""
     failed_script = (
@@ -148,7 +158,10 @@ def _run_problem(run: Run, version: TaskVersion) -> str:
             f"\n\nIts output ends with:\n{output[-4000:]}"
         )
     if run.status != Run.Status.FINISHED:
-        return run.error or f"the baseline run ended {run.status}"
+        error = run.error or f"the baseline run ended {run.status}"
+        first = error.partition("\n")[0]
+        # The first error on the first line (prepare.py's exception, not "Output:").
+        return f"{first} {exception_line(error)}\n{error}" if "\n" in error else error
     if run.final_score is None:
         return f"eval.py produced no score: {run.eval_error or 'no result'}"
     if not math.isfinite(run.final_score) or abs(run.final_score) >= FALLBACK_MAGNITUDE:

@@ -1,6 +1,7 @@
-"""A task may declare its baseline ([baseline] in task.toml) instead of measuring it: a starter that fails by design
-still makes a ready task, the declared value is what improvements are measured against, the task page shows it
-with its reason; MLAgentBench's six hand-set baselines come with its task folders."""
+"""A task may declare its baseline ([baseline] in task.toml) instead of measuring it: a starter declared to fail by
+design still makes a ready task, the declared value is what improvements are measured against, the task page shows
+it with its reason; MLAgentBench's six hand-set baselines come with its task folders. The declared value replaces
+the number only: a prepare.py that fails, or a starter not declared to fail, fails the validation."""
 
 import pytest
 
@@ -22,13 +23,16 @@ DECLARED = """
     score = 0.5
     reason = "The starter script leaves the model to the agent."
     when = "{when}"
+    starter_fails = {starter_fails}
 """
 WRITE_FIVE = {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": "0.6"}}
 FINAL = {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}}
 
 
-def import_declared(tmp_path, slug: str, *, when: str, crashing: bool):
-    files = dict(TINY_FILES, **{"task.toml": DECLARED.format(when=when)})
+def import_declared(tmp_path, slug: str, *, when: str, crashing: bool, starter_fails: bool = True, prepare: str = ""):
+    files = dict(TINY_FILES, **{"task.toml": DECLARED.format(when=when, starter_fails=str(starter_fails).lower())})
+    if prepare:
+        files["scripts/prepare.py"] = prepare
     if crashing:
         files["env/train.py"] = CRASHING_SCRIPT
     version, _ = task_import(root=package_write(tmp_path / slug, files), slug=slug)
@@ -72,6 +76,25 @@ def test_unmeasured_falls_back_to_the_declared_baseline_only_when_the_starter_gi
     assert (version.status, version.baseline_score) == ("ready", 0.5)
 
 
+def test_a_declared_baseline_does_not_hide_a_starter_that_is_not_declared_to_fail(tmp_path):
+    version = import_declared(tmp_path, "undeclared", when="always", crashing=True, starter_fails=False)
+    validate_now(version)
+    version.refresh_from_db()
+    assert version.status == "failed"
+    assert "the starter script train.py failed: ValueError" in version.validation_log.splitlines()[0]
+
+
+def test_a_declared_baseline_does_not_hide_a_prepare_py_that_fails(tmp_path):
+    prepare = "raise FileNotFoundError('the data is not there: download it first')\n"
+    version = import_declared(tmp_path, "unprepared", when="always", crashing=True, prepare=prepare)
+    validate_now(version)
+    version.refresh_from_db()
+    first = version.validation_log.splitlines()[0]
+    assert version.status == "failed" and version.baseline_score is None
+    assert "prepare.py exited with code 1" in first
+    assert "FileNotFoundError: the data is not there: download it first" in first
+
+
 @pytest.mark.parametrize(
     ("folder", "score", "summary"),
     [
@@ -82,6 +105,7 @@ def test_unmeasured_falls_back_to_the_declared_baseline_only_when_the_starter_gi
     ],
 )  # fmt: skip
 def test_an_mlagentbench_folder_gets_the_baseline_its_plot_py_fixes(tmp_path, folder, score, summary):
+    """imdb's and house-price's starters fail by design (they leave the model to the agent)."""
     files = {rel: text for rel, text in TINY_FILES.items() if rel != "task.toml"}  # a bare MLAgentBench folder
     files["env/train.py"] = CRASHING_SCRIPT  # as theirs fail by design
     version, _ = task_import(root=package_write(tmp_path / folder, files), metric_name="value", higher_is_better=True)
@@ -100,6 +124,7 @@ def test_an_mlagentbench_folder_gets_the_baseline_its_plot_py_fixes(tmp_path, fo
         ('score = 0\nreason = "r"', "baseline.score must not be 0"),
         ('score = 1\nreason = "r"\nwhen = "sometimes"', "[baseline] when must be one of ['always', 'unmeasured']"),
         ('score = 1\nreason = "r"\nvalue = 2', "unknown keys ['value'] in [baseline]"),
+        ('score = 1\nreason = "r"\nstarter_fails = "yes"', "[baseline] starter_fails must be true or false"),
     ],
 )
 def test_a_malformed_baseline_table_is_refused_naming_what_is_wrong(table, message):
@@ -119,3 +144,16 @@ def test_validate_task_says_the_baseline_is_the_tasks_own(tmp_path):
     assert out.getvalue().strip() == (
         "cli v1 is ready: baseline value = 0.5, declared by the task: The starter script leaves the model to the agent."
     )
+
+
+def test_an_mlagentbench_folder_whose_starter_should_work_fails_its_validation_when_it_does_not(tmp_path):
+    files = {rel: text for rel, text in TINY_FILES.items() if rel != "task.toml"}
+    files["env/train.py"] = CRASHING_SCRIPT  # vectorization's starter works under MLAgentBench's numpy 1.x
+    version, _ = task_import(
+        root=package_write(tmp_path / "vectorization", files), metric_name="value", higher_is_better=True
+    )
+    assert version.fixed_baseline["score"] == 6.1742 and not version.fixed_baseline["starter_fails"]
+    validate_now(version)
+    version.refresh_from_db()
+    assert version.status == "failed"
+    assert "the starter script train.py failed: ValueError" in version.validation_log.splitlines()[0]
