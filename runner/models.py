@@ -382,13 +382,17 @@ class Run(models.Model):
     #: agent's process ended by itself, cleanly, without a Final Answer (``Conversation.converse``).
     STEP_LIMIT_ERROR = "reached the step limit of "
     CLEAN_EXIT_ERROR = "the agent process exited (code 0) "
+    #: How a timed-out run's error ends when the time ran out while a script ran (``endings.OutOfTime``).
+    INSIDE_SCRIPT = " while a script ran"
     #: What MLAgentBench's tables count (its plot.py): runs that ended without an error of theirs, finished or stopped
-    #: by the agent itself or at the step limit; not those it writes an error.txt for (the time limit, model errors
-    #: such as a budget or a prompt too long, an agent that crashed) nor those that never ended (infrastructure).
+    #: by the agent itself or at the step limit, or out of time inside Execute Script (there the action's error, then
+    #: a normal end); not those it writes an error.txt for (the time limit between steps, model errors such as a
+    #: budget or a prompt too long, an agent that crashed) nor those that never ended (infrastructure).
     MLAGENTBENCH_COUNTED = (
         models.Q(status=Status.FINISHED)
         | models.Q(status=Status.FAILED, failure_kind=FailureKind.LIMIT, error__startswith=STEP_LIMIT_ERROR)
         | models.Q(status=Status.FAILED, failure_kind=FailureKind.AGENT, error__startswith=CLEAN_EXIT_ERROR)
+        | models.Q(status=Status.TIMED_OUT, error__endswith=INSIDE_SCRIPT)
     )
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")

@@ -49,8 +49,8 @@ class Steps(Protocol):
     def record(self, action: str, action_input: object, entries: object, outcome: ActionOutcome) -> Step:
         """Record a step that is no action (a line that was not a protocol message)."""
 
-    def record_interrupted(self, reason: str) -> None:
-        """Record the action in progress, if any, as ended by ``reason``."""
+    def record_interrupted(self, reason: str) -> str:
+        """Record the action in progress, if any, as ended by ``reason``; returns its name ("" when none was)."""
 
 
 class Conversation:
@@ -156,9 +156,9 @@ class Conversation:
                 f"the agent process exited (code {exc.exit_code}) without a Final Answer",  # Run.CLEAN_EXIT_ERROR
             )
         except RunInterrupted as exc:
-            self.steps.record_interrupted(exc.reason)
+            during = self.steps.record_interrupted(exc.reason)
             channel.finish()
-            return exc.ending(self.run)
+            return exc.ending(self.run, during=during)
         except LLMError as exc:
             kind = Run.FailureKind.LIMIT if isinstance(exc, LLMBudgetError) else Run.FailureKind.INFRASTRUCTURE
             self.steps.record_interrupted(str(exc))

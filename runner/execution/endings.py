@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..actions.catalogue import EXECUTE_SCRIPT
 from ..models import Run
 from ..sandbox.process import Interrupted
 
@@ -40,7 +41,8 @@ class RunInterrupted(Interrupted):
 
     reason = ""
 
-    def ending(self, run: Run) -> Ending:
+    def ending(self, run: Run, *, during: str = "") -> Ending:
+        """How the run ends; ``during``: the action it stopped, if any."""
         raise NotImplementedError
 
 
@@ -49,17 +51,21 @@ class Cancelled(RunInterrupted):
 
     reason = "it was cancelled"
 
-    def ending(self, run: Run) -> Ending:
+    def ending(self, run: Run, *, during: str = "") -> Ending:
         return Ending(Run.Status.CANCELLED, error="cancelled by request", evaluate=False)
 
 
 class OutOfTime(RunInterrupted):
-    """The run reached its wall-time limit; what the agent left is still scored."""
+    """The run reached its wall-time limit; what the agent left is still scored. Its error says when the limit came
+    while a script ran, which MLAgentBench's tables count (``Run.MLAGENTBENCH_COUNTED``)."""
 
     reason = "it reached its time limit"
 
-    def ending(self, run: Run) -> Ending:
-        return Ending(Run.Status.TIMED_OUT, Run.FailureKind.LIMIT, f"reached the time limit of {run.max_time_s} s")
+    def ending(self, run: Run, *, during: str = "") -> Ending:
+        inside = Run.INSIDE_SCRIPT if during == EXECUTE_SCRIPT else ""
+        return Ending(
+            Run.Status.TIMED_OUT, Run.FailureKind.LIMIT, f"reached the time limit of {run.max_time_s} s{inside}"
+        )
 
 
 class HandBack(Interrupted):

@@ -483,12 +483,15 @@ class RunSession(RunPulse):
         stored = runs.values_list("stored_bytes", flat=True).first() or 0
         self.storage_refusal = storage_refusal(owner_id=self.run.agent.owner_id, run_bytes=stored)
 
-    def record_interrupted(self, reason: str) -> None:
-        """The action in progress when the run had to end is recorded too, saying why it did not finish."""
+    def record_interrupted(self, reason: str) -> str:
+        """The action in progress when the run had to end is recorded too, saying why it did not finish; returns its
+        name ("" when none was)."""
         current = self.current
-        if current is not None:
-            observation = f"EnvError: the run ended while this action was running: {reason}."
-            self.record(current.action, current.action_input, current.entries, ActionOutcome(observation, error=True))
+        if current is None:
+            return ""
+        observation = f"EnvError: the run ended while this action was running: {reason}."
+        self.record(current.action, current.action_input, current.entries, ActionOutcome(observation, error=True))
+        return current.action
 
     def finish(self, ending: Ending, result: EvalResult | None) -> None:
         channel = self.conversation.channel if self.conversation is not None else None

@@ -5,7 +5,7 @@ resuming from a step) read it, and ``imports.log_import`` brings it back.
     run-<id>/env_log/traces/step_<N>_files/          the workspace after step N, its read-only files left out
     run-<id>/env_log/traces/step_final_files/        the final workspace, the same way
     run-<id>/env_log/overall_time.txt                the run's wall time in seconds (an ended run only)
-    run-<id>/env_log/error.txt                       how a failed run failed
+    run-<id>/env_log/error.txt                       how the run failed, where MLAgentBench writes one
     run-<id>/agent_log/main_log                      the agent's entries and actions, step by step
     run-<id>/log                                     one line per step and the run's end
     run-<id>/mlab_bench.json                         what MLAgentBench has no field for (``EXTRAS``)
@@ -156,8 +156,10 @@ def log_export(*, run: Run, out: Path) -> int:
             _write_files(archive, f"{env_log}/{FINAL_FILES}", _step_files(manifest, initial, patterns), store)
         if run.has_ended:
             _write(archive, f"{env_log}/{OVERALL_TIME}", str(run.wall_seconds).encode())
-        if run.error and run.status != Run.Status.FINISHED:
-            _write(archive, f"{env_log}/{ERROR_FILE}", run.error.encode())
+        if run.has_ended and not Run.objects.filter(Run.MLAGENTBENCH_COUNTED, pk=run.pk).exists():
+            # Where MLAgentBench writes one: not after a Final Answer, the step limit, the agent's own return or
+            # the time limit inside a script. So its plot.py counts our exports as it counts its own logs.
+            _write(archive, f"{env_log}/{ERROR_FILE}", (run.error or f"the run ended {run.status}").encode())
         _write(archive, f"{top}/agent_log/main_log", _main_log(run).encode())
         _write(archive, f"{top}/log", _run_log(run).encode())
         _write(archive, f"{top}/{EXTRAS}", json.dumps(run_log_extras(run=run), indent=2).encode())

@@ -18,6 +18,9 @@ FAILED, LIMIT, AGENT = Run.Status.FAILED, Run.FailureKind.LIMIT, Run.FailureKind
 RUNS = [
     ({"status": "finished"}, 3.0, 0.5, True, True),
     ({"status": "timed_out", "failure_kind": LIMIT, "error": "reached the time limit of 60 s"}, 3.0, 0.5, True, False),
+    # Out of time inside Execute Script: there the action's error, then a normal end, scored and counted.
+    ({"status": "timed_out", "failure_kind": LIMIT, "error": "reached the time limit of 60 s while a script ran"},
+     2.5, 0.25, True, True),
     ({"status": FAILED, "failure_kind": LIMIT, "error": "reached the step limit of 50 steps"}, 1.0, -0.5, False, True),
     ({"status": FAILED, "failure_kind": AGENT, "error": "the agent process exited (code 1) without a Final Answer"},
      None, None, False, False),
@@ -46,13 +49,13 @@ def test_mlagentbench_counting_leaves_out_runs_that_ended_in_their_error_and_sco
     (ours,) = leaderboard_rows(viewer=ANYONE)
     (theirs,) = leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH)
 
-    assert (ours["runs"], ours["successes"], ours["scored"]) == (7, 3, 5)
-    assert ours["mean_improvement"] == pytest.approx((0.5 + 0.5 - 0.5 - 1.5 + 0.25) / 5)
-    assert theirs["runs"] == sum(counted for *_, counted in RUNS) == 4
-    assert (theirs["successes"], theirs["scored"]) == (1, 2)  # the finished 3.0 and the step limit's 1.0
-    assert theirs["mean_improvement"] == pytest.approx(0.0)
+    assert (ours["runs"], ours["successes"], ours["scored"]) == (8, 4, 6)
+    assert ours["mean_improvement"] == pytest.approx((0.5 + 0.5 + 0.25 - 0.5 - 1.5 + 0.25) / 6)
+    assert theirs["runs"] == sum(counted for *_, counted in RUNS) == 5
+    assert (theirs["successes"], theirs["scored"]) == (2, 3)  # finished 3.0, out of time in a script 2.5, steps 1.0
+    assert theirs["mean_improvement"] == pytest.approx((0.5 + 0.25 - 0.5) / 3)
     (task_row,) = task_agent_rows(viewer=ANYONE, version=runs, options=MLAGENTBENCH)
-    assert (task_row["runs"], task_row["best"]) == (4, 3.0)
+    assert (task_row["runs"], task_row["best"]) == (5, 3.0)
 
 
 def test_the_page_the_api_and_the_exports_say_which_counting_they_follow(runs, client):
@@ -62,10 +65,10 @@ def test_the_page_the_api_and_the_exports_say_which_counting_they_follow(runs, c
 
     exported = client.get("/leaderboard/?counting=mlagentbench&format=json").json()
     assert (exported["counting"], exported["counting_name"]) == ("mlagentbench", "MLAgentBench's counting")
-    assert exported["rows"][0]["runs"] == 4
+    assert exported["rows"][0]["runs"] == 5
     csv = client.get("/leaderboard/?counting=mlagentbench&format=csv").content.decode().splitlines()
     assert csv[0].endswith(",counting") and csv[1].endswith(",mlagentbench")
-    assert client.get("/api/v1/leaderboard/?counting=mlagentbench").json()[0]["runs"] == 4
+    assert client.get("/api/v1/leaderboard/?counting=mlagentbench").json()[0]["runs"] == 5
     refused = client.get("/api/v1/leaderboard/?counting=paper")
     assert refused.status_code == 400 and "counting" in refused.json()
     assert client.get("/api/v1/leaderboard/?sort=").status_code == 400  # its schema asks for a column

@@ -17,12 +17,12 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from runner.execution import run_execute
-from runner.logs.exports import EXTRAS, EXTRAS_FORMAT
+from runner.logs.exports import EXTRAS, EXTRAS_FORMAT, log_export
 from runner.logs.imports import LogImportError, log_import
 from runner.models import Agent, Run, Step
 from runner.services import run_create
 from runner.workspace.snapshots import BlobStore
-from tests.factories import AgentFactory
+from tests.factories import AgentFactory, RunFactory
 
 T0 = 1_700_000_000.0
 PROBLEM = "Make value.txt hold a larger number than train.py writes."
@@ -447,3 +447,25 @@ def test_a_bad_upload_gets_one_clear_error_and_leaves_nothing(case, tiny_task, t
 def test_a_log_import_error_is_typed_for_callers(tmp_path):
     with pytest.raises(LogImportError, match="does not exist"):
         log_import(source=tmp_path / "missing.zip")
+
+
+@pytest.mark.parametrize(
+    ("ended", "error_file"),
+    [
+        ({"status": "finished"}, False),
+        ({"status": "failed", "failure_kind": "limit", "error": "reached the step limit of 50 steps"}, False),
+        ({"status": "timed_out", "failure_kind": "limit", "error": "reached the time limit of 9 s while a script ran"},
+         False),
+        ({"status": "timed_out", "failure_kind": "limit", "error": "reached the time limit of 9 s"}, True),
+        ({"status": "failed", "failure_kind": "limit", "error": "the run's token budget of 100 would be exceeded"},
+         True),
+        ({"status": "failed", "failure_kind": "agent", "error": "the agent process exited (code 1)"}, True),
+    ],
+)  # fmt: skip
+def test_an_export_writes_error_txt_only_where_mlagentbench_writes_one(tiny_task, tmp_path, ended, error_file):
+    run = RunFactory(task_version=tiny_task, **ended)
+    log_export(run=run, out=tmp_path / "run.zip")
+    with zipfile.ZipFile(tmp_path / "run.zip") as archive:
+        names = set(archive.namelist())
+    assert f"run-{run.pk}/env_log/overall_time.txt" in names
+    assert (f"run-{run.pk}/env_log/error.txt" in names) is error_file
