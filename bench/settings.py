@@ -374,7 +374,7 @@ BENCH_PREPARE_TIMEOUT_S = env_int("BENCH_PREPARE_TIMEOUT_S", 1800)
 # The most of an observation (a script's output, a file read) the agent is sent, in characters, head and tail kept:
 # as MLAgentBench passes observations whole (its research agent summarises one in 10,000-character blocks), this only
 # bounds what the platform holds. A step's row shows at most 20,000 characters of it; the whole is a blob.
-BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 1_000_000)
+BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 2_000_000)
 BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
 # A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
 BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
@@ -464,8 +464,9 @@ BENCH_HEALTH_TIMEOUT_S = env_float("BENCH_HEALTH_TIMEOUT_S", 3.0)
 # --- LLM gateway --------------------------------------------------------------------------------------
 BENCH_LLM_MAX_RETRIES = env_int("BENCH_LLM_MAX_RETRIES", 4)
 # Model calls a run may record (each keeps its prompt and completion): at most this many for one step, and in all;
-# past either, the run ends at a limit, and nothing more is recorded.
-BENCH_LLM_CALLS_PER_STEP = env_int("BENCH_LLM_CALLS_PER_STEP", 100)
+# past either, the run ends at a limit, and nothing more is recorded. MLAgentBench's agent summarises the longest
+# observation (BENCH_OBSERVATION_LIMIT) in 200 blocks and one merge: a step has room for that and its own calls.
+BENCH_LLM_CALLS_PER_STEP = env_int("BENCH_LLM_CALLS_PER_STEP", 250)
 BENCH_LLM_CALLS_PER_RUN = env_int("BENCH_LLM_CALLS_PER_RUN", 2000)
 # ... and the bytes of prompts and completions those rows may hold, in one step and in all (0: no limit).
 BENCH_LLM_RECORDED_MB_PER_STEP = env_int("BENCH_LLM_RECORDED_MB_PER_STEP", 64)

@@ -67,7 +67,7 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
         reply("Execute Script", {"script_name": "train.py"}, "measure it"),
         reply("Final Answer", {"final_answer": "three"}, "submit"),
     ]
-    new_train = "\nopen('value.txt', 'w').write('3')"
+    new_train = "\nprint('x' * 1_200_000)\nopen('value.txt', 'w').write('3')"  # 1.2 MB of output
 
     def answer(request):
         if request["model"] == "scripted-fast":
@@ -108,6 +108,10 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
     quick = [r for r in fast if "Stand-in edit" not in r["messages"][0]["content"]]  # the edit: complete_text's own
     assert quick and all(r["temperature"] == 0.01 for r in quick)
     assert "\n\nAssistant:\n" + understand in (main[1]["messages"][0]["content"])
+    # 1.2 MB of output reaches the agent whole, which summarises it as MLAgentBench's does: 10,000-character
+    # blocks and a merge, 122 calls in one step within the platform's limits.
+    blocks = [r for r in fast if r["messages"][0]["content"].startswith("Summarise block")]
+    assert len(blocks) == 121 and sum(r["messages"][0]["content"].startswith("Merge: ") for r in fast) == 1
     assert "Final message:  Finished: 6 steps" in run.stderr_tail
 
 

@@ -18,6 +18,15 @@ def initial_prompt(env, args):
     return f"Tools:\n{tools}\n\nProblem: {env.research_problem}\nRetries: {args.max_retries}\nAnswer: Action, Input.\n"
 
 
+def summary(observation):
+    """As MLAgentBench's research agent: a long observation summarised block by block, then the blocks merged."""
+    if len(observation) <= 5000:
+        return observation
+    blocks = [observation[i : i + 10000] for i in range(0, len(observation), 10000)]
+    parts = [complete_text_fast(f"Summarise block {n}: {block}", log_file=None) for n, block in enumerate(blocks)]
+    return parts[0] if len(parts) == 1 else complete_text_fast("Merge: " + "\n".join(parts), log_file=None)
+
+
 class StandInAgent:
     def __init__(self, args, env):
         self.args = args
@@ -32,8 +41,6 @@ class StandInAgent:
             completion = complete_text(prompt, os.path.join(self.log_dir, "step.log"), self.args.llm_name)
             action = re.search(r"Action:\s*(.*)", completion).group(1).strip()
             action_input = json.loads(re.search(r"Action Input:\s*(\{.*\})", completion, re.DOTALL).group(1))
-            observation = env.execute(Action(action, action_input))
-            if len(observation) > 20:
-                observation = complete_text_fast(f"Summarise: {observation}", log_file=None)
+            observation = summary(env.execute(Action(action, action_input)))
             prompt += anthropic.AI_PROMPT + "\n" + completion + "\nObservation:\n" + observation + "\n"
         return "Finished: " + str(len(env.trace.steps)) + " steps"
