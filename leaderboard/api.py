@@ -30,6 +30,12 @@ ROWS = inline_serializer(
         "infrastructure_failures": serializers.IntegerField(help_text="counted only with infra=include"),
         "scored": serializers.IntegerField(help_text="counted runs with an improvement"),
         "success_rate": serializers.FloatField(allow_null=True),
+        "any_step_successes": serializers.IntegerField(
+            help_text="counted runs where some scored step (the final one included) beat the baseline by the threshold"
+        ),
+        "any_step_rate": serializers.FloatField(
+            allow_null=True, help_text="success at any point, as MLAgentBench's plot.py reports it: of the runs"
+        ),
         "success_interval": serializers.ListField(
             child=serializers.FloatField(), allow_null=True, help_text="95% Wilson score interval"
         ),

@@ -38,6 +38,8 @@ CSV_COLUMNS = (
     "success_rate",
     "success_low",
     "success_high",
+    "any_step_successes",
+    "any_step_rate",
     "scored",
     "mean_improvement",
     "improvement_low",

@@ -106,6 +106,7 @@ def entrant_stats(sums: dict) -> dict:
     mean_improvement = mean(total=sums["improvement_sum"], count=sums["scored"])
     return {
         "success_rate": success_rate(successes=sums["successes"], runs=runs),
+        "any_step_rate": success_rate(successes=sums.get("any_step_successes", 0), runs=runs),
         "success_interval": wilson_interval(successes=sums["successes"], runs=runs),
         "mean_improvement": mean_improvement,
         "improvement_interval": mean_interval(

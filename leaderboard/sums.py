@@ -28,6 +28,8 @@ def run_sums(*, counted: Q, scores: Q) -> dict:
     return {
         "runs": Count("pk", filter=counted),
         "successes": Count("pk", filter=scored & Q(succeeded=True)),
+        # plot.py's "success at any point": some scored step (the final one included) beat the baseline.
+        "any_step_successes": Count("pk", filter=counted & Q(improved_any_step=True)),
         "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
         "scored": Count("improvement", filter=scored),
         "improvement_sum": Sum("improvement", filter=scored),
@@ -71,7 +73,7 @@ def with_figures(group: dict) -> dict:
 
 
 #: The counts and sums that a row adds up over its cells.
-ADDED = ("runs", "successes", "infrastructure_failures", "scored", "normalised_count")
+ADDED = ("runs", "successes", "any_step_successes", "infrastructure_failures", "scored", "normalised_count")
 ADDED += tuple(sorted(SUMS_ONLY - {"improvement_sd"}))  # improvement_squares among them
 
 

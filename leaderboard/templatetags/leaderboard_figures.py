@@ -16,6 +16,12 @@ def rate(row: dict) -> str:
 
 
 @register.filter
+def any_step_rate(row: dict) -> str:
+    """The row's success at any point (some scored step beat the baseline) with its interval and n."""
+    return rate_label(successes=row["any_step_successes"], runs=row["runs"])
+
+
+@register.filter
 def improvement(row: dict) -> str:
     """The row's mean improvement with its 95% t interval and the number of scored runs."""
     return mean_label(mean=row["mean_improvement"], interval=row["improvement_interval"], count=row["scored"])

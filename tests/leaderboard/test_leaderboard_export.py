@@ -61,7 +61,7 @@ def test_the_csv_of_an_empty_leaderboard_is_its_header(client, db):
 
     assert response.content.decode() == (
         "agent,agent_version,model,tasks,runs,successes,infrastructure_failures,success_rate,success_low,"
-        "success_high,scored,mean_improvement,improvement_low,improvement_high,normalised_count,mean_normalised,"
+        "success_high,any_step_successes,any_step_rate,scored,mean_improvement,improvement_low,improvement_high,normalised_count,mean_normalised,"
         "mean_cost,mean_tokens,mean_seconds,mean_steps,review_tags,reproduction_id,reproduction_verdict,"
         "reproduction_exact,counting\n"
     )

@@ -72,3 +72,16 @@ def test_the_page_the_api_and_the_exports_say_which_counting_they_follow(runs, c
     refused = client.get("/api/v1/leaderboard/?counting=paper")
     assert refused.status_code == 400 and "counting" in refused.json()
     assert client.get("/api/v1/leaderboard/?sort=").status_code == 400  # its schema asks for a column
+
+
+def test_mlagentbench_counting_shows_success_at_any_step_as_plot_py_reports_it(runs, client):
+    Run.objects.filter(succeeded=True).update(improved_any_step=True)  # as the run's end records it
+    Run.objects.filter(error__startswith="reached the step limit").update(improved_any_step=True)  # a step scored
+    (theirs,) = leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH)
+    assert (theirs["successes"], theirs["any_step_successes"], theirs["runs"]) == (2, 3, 5)
+    assert theirs["any_step_rate"] == pytest.approx(0.6)
+
+    page = client.get("/leaderboard/?counting=mlagentbench").content.decode()
+    assert "Success at any step</th>" in page and "60.0%" in page
+    assert "Success at any step" not in client.get("/leaderboard/").content.decode()
+    assert client.get("/api/v1/leaderboard/?counting=mlagentbench").json()[0]["any_step_rate"] == pytest.approx(0.6)
