@@ -44,13 +44,19 @@ class RankingOptions:
     include_self_reported: bool = False
     #: Only the tasks of this category; "" for every category.
     category: str = ""
-    #: Whose rule of what counts: "" the platform's, "mlagentbench" MLAgentBench's tables' (``?counting=``).
+    #: Whose rule of what counts: "" the platform's, "mlagentbench" MLAgentBench's tables', "mlagentbench-gpt4" the
+    #: rule of its GPT-4 experiments (``?counting=``).
     counting: str = ""
 
 
 #: The rules of what counts a reader may ask for, with the name the pages give each.
 MLAGENTBENCH = "mlagentbench"
-COUNTINGS = {"": "this platform's counting", MLAGENTBENCH: "MLAgentBench's counting"}
+MLAGENTBENCH_GPT4 = "mlagentbench-gpt4"
+COUNTINGS = {
+    "": "this platform's counting",
+    MLAGENTBENCH: "MLAgentBench's counting",
+    MLAGENTBENCH_GPT4: "MLAgentBench's counting, as for its GPT-4 runs",
+}
 
 DEFAULT_OPTIONS = RankingOptions()
 
@@ -90,10 +96,11 @@ class BoardFilters(QueryFilters):
     )
     category = Choice(CATEGORIES, help_text="only the tasks of this category")
     counting = Choice(
-        [MLAGENTBENCH],
-        expected="'mlagentbench' (or no counting parameter: this platform's)",
+        [MLAGENTBENCH, MLAGENTBENCH_GPT4],
+        expected="'mlagentbench' or 'mlagentbench-gpt4' (or no counting parameter: this platform's)",
         help_text="'mlagentbench' counts as MLAgentBench's tables do: runs that ended in an error of theirs (the "
-        "time limit, a budget, a crash) left out, and a final score only when it is above 0",
+        "time limit, a budget, a crash) left out, and a final score only when it is above 0; 'mlagentbench-gpt4' as "
+        "its tables count its GPT-4 runs: those runs kept, as not succeeded and without a score",
     )
     sort = Text(
         max_length=100,

@@ -13,10 +13,10 @@ from task_bank.models import Task, TaskVersion
 from task_bank.selectors import tasks_shown
 
 from .cache import ranking_cached
-from .query import DEFAULT_OPTIONS, MLAGENTBENCH, RankingOptions, board_sort
+from .query import DEFAULT_OPTIONS, MLAGENTBENCH, MLAGENTBENCH_GPT4, RankingOptions, board_sort
 from .reproductions import latest_reproductions
 from .stats import paired_difference, ranking_key
-from .sums import ADDED, added, run_sums, with_figures
+from .sums import ADDED, PLOT_SUCCESS, added, plot_baseline, plot_improvement, run_sums, with_figures
 
 ENTRANT = ("agent__name", "agent__version", "model")
 
@@ -74,7 +74,10 @@ def task_versions(*, task: Task) -> QuerySet[TaskVersion]:
 
 def scores_counted(options: RankingOptions) -> Q:
     """Which counted runs' final scores count: every one, or under MLAgentBench's counting only those above 0 (its
-    plot.py takes any other as no score: the run counts, as not succeeded, and has no improvement)."""
+    plot.py takes any other as no score: the run counts, as not succeeded, and has no improvement). Under the rule of
+    its GPT-4 runs, a run that ended in an error of its own has no score either (it left no final files)."""
+    if options.counting == MLAGENTBENCH_GPT4:
+        return Run.MLAGENTBENCH_COUNTED & Q(final_score__gt=0)
     return Q(final_score__gt=0) if options.counting == MLAGENTBENCH else Q()
 
 
@@ -91,25 +94,39 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     tables count (``Run.MLAGENTBENCH_COUNTED``), with the scores ``scores_counted`` keeps."""
     if options.counting == MLAGENTBENCH:  # what its tables count; infrastructure failures never
         counted = Run.MLAGENTBENCH_COUNTED
+    elif options.counting == MLAGENTBENCH_GPT4:  # its GPT-4 runs: those that ended in an error kept too
+        counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE
     else:
         counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
     runs = runs_visible_to(viewer).trials().read_by_rankings()
     # Self-reported runs count once scored (an upload's run waits for its score).
     runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
+    if options.counting in (MLAGENTBENCH, MLAGENTBENCH_GPT4):  # improvements against plot.py's baseline
+        runs = runs.annotate(plot_baseline=plot_baseline()).annotate(plot_improvement=plot_improvement())
     return runs, counted
+
+
+def improvement_of(options: RankingOptions) -> str:
+    """The name of a counted run's improvement as ``options`` count (``counted_runs`` annotates plot.py's)."""
+    return "plot_improvement" if options.counting in (MLAGENTBENCH, MLAGENTBENCH_GPT4) else "improvement"
+
+
+def sums_of(counted: Q, options: RankingOptions) -> dict:
+    """``run_sums`` as ``options`` count: under MLAgentBench's counting, improvements and successes against plot.py's
+    baseline (``counted_runs`` annotates them), its 10 % threshold, and only the scores it keeps."""
+    improvement = improvement_of(options)
+    if improvement == "plot_improvement":
+        plotted = Q(plot_improvement__gt=PLOT_SUCCESS)
+        return run_sums(counted=counted, scores=scores_counted(options), improvement=improvement, succeeded=plotted)
+    return run_sums(counted=counted, scores=Q())
 
 
 def task_agent_rows(*, viewer: Viewer, version: TaskVersion, options: RankingOptions = DEFAULT_OPTIONS) -> list[dict]:
     """The per-task leaderboard: one row per agent version and model, over the runs of this version that
     rankings count (``counted_runs``)."""
     runs, counted = counted_runs(viewer=viewer, options=options)
-    scores = scores_counted(options)
-    best = (Max if version.higher_is_better else Min)("final_score", filter=counted & scores)
-    groups = (
-        runs.filter(task_version=version)
-        .values(*ENTRANT)
-        .annotate(**run_sums(counted=counted, scores=scores), best=best)
-    )
+    best = (Max if version.higher_is_better else Min)("final_score", filter=counted & scores_counted(options))
+    groups = runs.filter(task_version=version).values(*ENTRANT).annotate(**sums_of(counted, options), best=best)
     return sorted((with_figures(g) for g in groups.order_by()), key=ranking_key)
 
 
@@ -132,7 +149,7 @@ def leaderboard_cell_groups(*, viewer: Viewer, options: RankingOptions = DEFAULT
     groups with only infrastructure failures included (``runs`` 0: their row still shows how many it had). The
     rows and the cells are both made from these groups, so they always add up."""
     runs, counted = ranked_runs(viewer=viewer, options=options)
-    groups = runs.values(*ENTRANT, "task__slug").annotate(**run_sums(counted=counted, scores=scores_counted(options)))
+    groups = runs.values(*ENTRANT, "task__slug").annotate(**sums_of(counted, options))
     return list(groups.order_by("task__slug", "agent__name", "agent__version", "model"))
 
 
@@ -239,9 +256,10 @@ def leaderboard_improvements(*, viewer: Viewer, options: RankingOptions = DEFAUL
 
     def compute() -> list[dict]:
         runs, counted = ranked_runs(viewer=viewer, options=options)
-        points = runs.filter(counted, scores_counted(options), improvement__isnull=False)
-        points = points.values(*ENTRANT, "task__slug", "improvement")
-        return list(points.order_by("task__slug", "pk"))
+        field = improvement_of(options)
+        points = runs.filter(counted, scores_counted(options), **{f"{field}__isnull": False})
+        points = points.values(*ENTRANT, "task__slug", field).order_by("task__slug", "pk")
+        return [{**point, "improvement": point.pop(field)} for point in points]
 
     return ranking_cached("improvements", viewer=viewer, options=options, compute=compute)
 
@@ -282,14 +300,15 @@ def leaderboard_improvement_boxes(*, viewer: Viewer, options: RankingOptions = D
 
 def _improvement_boxes(*, viewer: Viewer, options: RankingOptions) -> list[dict]:
     runs, counted = ranked_runs(viewer=viewer, options=options)
+    field = improvement_of(options)
     groups = (
-        runs.filter(counted, scores_counted(options), improvement__isnull=False)
+        runs.filter(counted, scores_counted(options), **{f"{field}__isnull": False})
         .values(*ENTRANT, "task__slug")
         .annotate(
-            quartiles=Quantiles("improvement", fractions=(0.25, 0.5, 0.75)),
-            lowest=Min("improvement"),
-            highest=Max("improvement"),
-            mean=Avg("improvement"),
+            quartiles=Quantiles(field, fractions=(0.25, 0.5, 0.75)),
+            lowest=Min(field),
+            highest=Max(field),
+            mean=Avg(field),
             scored=Count("pk"),
         )
         .order_by("task__slug", "agent__name", "agent__version", "model")
@@ -329,7 +348,7 @@ def leaderboard_compare(
     groups = (
         runs.filter(Q(**a) | Q(**b))
         .values(*ENTRANT, "task__slug")
-        .annotate(**run_sums(counted=counted, scores=scores_counted(options)))
+        .annotate(**sums_of(counted, options))
         .filter(runs__gt=0)
         .order_by("task__slug")
     )

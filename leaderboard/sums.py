@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from math import sqrt
 
-from django.db.models import Count, F, Q, Sum
-from django.db.models.functions import Coalesce, NullIf
+from django.db.models import Avg, Case, Count, Exists, F, FloatField, OuterRef, Q, Subquery, Sum, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce, NullIf
 
-from runner.models import Run
+from runner.models import Agent, Run
 
 from .stats import Number, entrant_stats
 
@@ -20,21 +21,56 @@ BASELINE = Coalesce("paired_baseline", "task_version__baseline_score")
 NORMALISED = (F("final_score") - BASELINE) / NullIf(F("task_version__reference_score") - BASELINE, 0.0)
 
 
-def run_sums(*, counted: Q, scores: Q) -> dict:
+#: plot.py's threshold of success: an improvement above 10 %.
+PLOT_SUCCESS = 0.10
+
+
+def plot_baseline() -> Case:
+    """A run's baseline as MLAgentBench's plot.py sets it, per task version: a baseline the task declares for always;
+    else, where the built-in baseline agent has runs its tables count, the mean of their final scores above 0 (NULL,
+    plot.py's NaN, when none is: no run of that task improves); else the declared baseline, else the measured one."""
+    baseline_runs = Run.objects.filter(
+        Run.MLAGENTBENCH_COUNTED,
+        task_version=OuterRef("task_version"),
+        agent__kind=Agent.Kind.BUILTIN,
+        agent__name="baseline",
+        purpose=Run.Purpose.BENCHMARK,
+        origin=Run.Origin.VERIFIED,
+    )
+    measured = baseline_runs.filter(final_score__gt=0).order_by().values("task_version")
+    declared = KeyTextTransform("baseline", "task_version__manifest")
+    fixed = Cast(KeyTextTransform("score", declared), FloatField())
+    return Case(
+        When(task_version__manifest__baseline__when="always", then=fixed),
+        When(Exists(baseline_runs), then=Subquery(measured.annotate(mean=Avg("final_score")).values("mean")[:1])),
+        default=Coalesce(fixed, F("task_version__baseline_score")),
+        output_field=FloatField(),
+    )
+
+
+def plot_improvement(baseline: str = "plot_baseline") -> Case:
+    """A run's improvement over an annotated plot.py baseline, in the metric's direction (NULL without one)."""
+    change = (F("final_score") - F(baseline)) / F(baseline)
+    return Case(When(task_version__higher_is_better=True, then=change), default=-change, output_field=FloatField())
+
+
+def run_sums(*, counted: Q, scores: Q, improvement: str = "improvement", succeeded: Q | None = None) -> dict:
     """What the database counts and sums for each group of runs, over its ``counted`` runs (their scores where
     ``scores`` says they count); the infrastructure failures are counted apart whether or not they are included.
-    stats.entrant_stats makes the figures."""
+    ``improvement`` names each run's improvement and ``succeeded`` says which runs succeeded (the stored ones, or
+    plot.py's: ``plot_improvement``). stats.entrant_stats makes the figures."""
     scored = counted & scores
+    succeeded = Q(succeeded=True) if succeeded is None else succeeded
     return {
         "runs": Count("pk", filter=counted),
-        "successes": Count("pk", filter=scored & Q(succeeded=True)),
+        "successes": Count("pk", filter=scored & succeeded),
         # plot.py's "success at any point": some scored step (the final one included) beat the baseline.
         "any_step_successes": Count("pk", filter=counted & Q(improved_any_step=True)),
         "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
-        "scored": Count("improvement", filter=scored),
-        "improvement_sum": Sum("improvement", filter=scored),
+        "scored": Count(improvement, filter=scored),
+        "improvement_sum": Sum(improvement, filter=scored),
         # The spread from the sum of squares, in Python (with_figures): SQLite's sample deviation fails on one run.
-        "improvement_squares": Sum(F("improvement") * F("improvement"), filter=scored),
+        "improvement_squares": Sum(F(improvement) * F(improvement), filter=scored),
         "cost_sum": Sum("cost", filter=counted),
         "tokens_sum": Sum(F("tokens_in") + F("tokens_out"), filter=counted),
         "seconds_sum": Sum("wall_seconds", filter=counted),

@@ -35,14 +35,14 @@ RUNS = [
 
 
 @pytest.fixture
-def runs(tiny_task):
+def runs(tiny_task_ready):
     agent = AgentFactory(name="solver")
     for ended, score, improvement, succeeded, _ in RUNS:
         RunFactory(
-            task_version=tiny_task, agent=agent, final_score=score, improvement=improvement, succeeded=succeeded,
-            **ended,
+            task_version=tiny_task_ready, agent=agent, final_score=score, improvement=improvement,
+            succeeded=succeeded, **ended,
         )  # fmt: skip
-    return tiny_task
+    return tiny_task_ready
 
 
 def test_mlagentbench_counting_leaves_out_runs_that_ended_in_their_error_and_scores_not_above_zero(runs):
@@ -85,3 +85,45 @@ def test_mlagentbench_counting_shows_success_at_any_step_as_plot_py_reports_it(r
     assert "Success at any step</th>" in page and "60.0%" in page
     assert "Success at any step" not in client.get("/leaderboard/").content.decode()
     assert client.get("/api/v1/leaderboard/?counting=mlagentbench").json()[0]["any_step_rate"] == pytest.approx(0.6)
+
+
+def test_the_gpt4_rule_keeps_the_runs_that_ended_in_an_error_as_not_succeeded_and_unscored(runs, client):
+    (gpt4,) = leaderboard_rows(viewer=ANYONE, options=RankingOptions(counting="mlagentbench-gpt4"))
+    assert gpt4["runs"] == len(RUNS) == 9
+    # Only the runs its other tables count keep their scores above 0: the budget's 2.5 and the time-out's 3.0 do not.
+    assert (gpt4["successes"], gpt4["scored"]) == (2, 3)
+    assert gpt4["mean_improvement"] == pytest.approx((0.5 + 0.25 - 0.5) / 3)
+    page = client.get("/leaderboard/?counting=mlagentbench-gpt4").content.decode()
+    assert "<strong>Counting: MLAgentBench's, as for its GPT-4 runs.</strong>" in page
+    assert client.get("/api/v1/leaderboard/?counting=mlagentbench-gpt4").json()[0]["runs"] == 9
+
+
+def baseline_agent_runs(version, *scores):
+    baseline = AgentFactory(name="baseline", kind="builtin")
+    for score in scores:
+        RunFactory(task_version=version, agent=baseline, final_score=score, improvement=0.0, succeeded=False)
+
+
+def test_the_baseline_is_plot_pys_the_mean_of_the_baseline_agents_scores_above_zero(runs):
+    baseline_agent_runs(runs, 2.5, 3.5, -1.0)  # plot.py: 3.0; the validated baseline stays 2.0
+    solver = next(r for r in leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH) if r["agent__name"] == "solver")
+    # finished 3.0: 0; out of time in a script 2.5: -1/6; step limit 1.0: -2/3. None beats 3.0 by 10 %.
+    assert (solver["successes"], solver["scored"]) == (0, 3)
+    assert solver["mean_improvement"] == pytest.approx((0 - 1 / 6 - 2 / 3) / 3)
+    (ours,) = [r for r in leaderboard_rows(viewer=ANYONE) if r["agent__name"] == "solver"]
+    assert ours["successes"] == 4  # this platform's counting keeps the validated baseline
+
+
+def test_where_baseline_runs_exist_and_none_scored_the_baseline_is_nan_and_nothing_improves(runs):
+    baseline_agent_runs(runs, -1.0, None)
+    solver = next(r for r in leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH) if r["agent__name"] == "solver")
+    assert (solver["runs"], solver["successes"], solver["scored"], solver["mean_improvement"]) == (5, 0, 0, None)
+
+
+def test_a_baseline_declared_for_always_is_plot_pys_whatever_the_baseline_agent_scored(runs):
+    runs.manifest = {**runs.manifest, "baseline": {"score": 1.0, "reason": "fixed", "when": "always"}}
+    runs.save(update_fields=["manifest"])
+    baseline_agent_runs(runs, 2.5, 3.5)
+    solver = next(r for r in leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH) if r["agent__name"] == "solver")
+    assert (solver["successes"], solver["scored"]) == (2, 3)  # 3.0 and 2.5 beat 1.0; 1.0 does not
+    assert solver["mean_improvement"] == pytest.approx((2.0 + 1.5 + 0.0) / 3)
