@@ -11,6 +11,7 @@ urlpatterns = [
     path("leaderboard/reproductions/new/", views.reproduction_create_view, name="reproduction_create"),
     path("leaderboard/reproductions/<int:pk>/", views.reproduction_detail_view, name="reproduction_detail"),
     path("tasks/", views.task_list_view, name="task_list"),
+    path("mlagentbench/tasks/", views.mlagentbench_tasks_view, name="mlagentbench_tasks"),
     path("tasks/<slug:slug>/", views.task_detail_view, name="task_detail"),
     path("tasks/<slug:slug>/validate/", views.task_validate_view, name="task_validate"),
     path("tasks/<slug:slug>/enabled/", views.task_enabled_view, name="task_enabled"),

@@ -17,6 +17,7 @@ from runner.services import RunRequestError
 from runner.throttles import RunRequestThrottle
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
+from task_bank.selectors import mlagentbench_folders
 from task_bank.services import task_set_enabled
 
 from .cache import TIMEOUT_S, ranking_fragment_key
@@ -55,6 +56,12 @@ def home_view(request: HttpRequest) -> HttpResponse:
 
 def task_list_view(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/task_list.html", {"tasks": tasks_list(viewer=request.user)})
+
+
+def mlagentbench_tasks_view(request: HttpRequest) -> HttpResponse:
+    """MLAgentBench's 13 task folders: what each needs, and whether this deployment has it ready."""
+    folders = mlagentbench_folders(viewer=request.user)
+    return render(request, "leaderboard/mlagentbench_tasks.html", {"folders": folders})
 
 
 def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:

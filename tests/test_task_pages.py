@@ -57,3 +57,25 @@ def test_a_failed_validation_log_is_shown_to_staff_only(client, admin_client, ti
     assert client.get(url).status_code == 404  # a failed version is staff's to mend, not the public's to read
     html = admin_client.get(url).content.decode()
     assert "Validation failed" in html and "answer = 42" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mlagentbenchs_tasks_page_says_what_each_needs_and_which_are_ready_here(client, admin_client, tmp_path):
+    from task_bank.services import task_import
+    from tests.factories import TINY_FILES, package_write, validate_now
+    from tests.runner.execution.test_task_validation import CRASHING_SCRIPT
+
+    bare = {rel: text for rel, text in TINY_FILES.items() if rel != "task.toml"} | {"env/train.py": CRASHING_SCRIPT}
+    for folder in ("house-price", "vectorization"):  # its starter fails by design; its starter must run
+        version, _ = task_import(root=package_write(tmp_path / folder, bare), metric_name="v", higher_is_better=False)
+        validate_now(version)
+
+    page = client.get(reverse("leaderboard:mlagentbench_tasks")).content.decode()
+    assert page.count("<tr>") == 14  # the header and MLAgentBench's 13 folders
+    assert 'href="/tasks/house-price/">house-price</a>' in page and "Ready" in page
+    assert "a Kaggle competition&#x27;s files (home-data-for-ml-course)" in page
+    assert "needed" in page  # llama-inference's GPU
+    assert 'href="/tasks/vectorization/"' not in page  # a failed task is staff's to see
+    staff = admin_client.get(reverse("leaderboard:mlagentbench_tasks")).content.decode()
+    assert 'href="/tasks/vectorization/"' in staff and "the starter script train.py failed: ValueError" in staff
+    assert reverse("leaderboard:mlagentbench_tasks") in client.get(reverse("leaderboard:task_list")).content.decode()
