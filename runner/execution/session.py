@@ -11,6 +11,7 @@ session that finds it no longer owns its run stops without writing.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -26,11 +27,13 @@ from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, Environment
 from ..actions.catalogue import FINAL_ANSWER
+from ..actions.files import BACKUP_DIR
 from ..jobs import QueueUnreachable, run_enqueue
 from ..models import Run, Step
 from ..sandbox import SandboxError
 from ..selectors import storage_refusal
 from ..text import db_text
+from ..workspace import fs
 from ..workspace.fs import WalkLimitError
 from ..workspace.mounts import WorkspaceMountError, remove_tree
 from ..workspace.snapshots import BlobStore, Manifest
@@ -412,6 +415,8 @@ class RunSession(RunPulse):
             tick=self.tick,
             llm=self.action_llm if self.run.model else None,
         )
+        if "mlagentbench" in (self.run.agent.config or {}):  # its environment starts every run with backup/
+            os.close(fs.open_dir(self.workspace, [BACKUP_DIR], create=True, owner=self.sandbox.ids))
 
     def action_llm(self, messages: list[dict], purpose: str, options: dict) -> str:
         """Completions for the LLM-backed actions, on the run's fast model (its edit model for the editing

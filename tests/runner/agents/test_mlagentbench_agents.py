@@ -60,6 +60,7 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
 
     edit = {"script_name": "train.py", "edit_instruction": "write 3", "save_name": "train.py"}
     replies = [
+        reply("List Files", {"dir_path": "."}, "see what is there"),  # backup/ there from the start, as there
         understand := reply("Understand File", {"file_name": "train.py", "things_to_look_for": "what"}, "read it"),
         reply("Reflection", {"things_to_reflect_on": "the plan"}, "think"),
         reply("Edit Script (AI)", edit, "raise it"),
@@ -81,22 +82,24 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
 
     assert (run.status, run.final_score) == ("finished", 3.0), (run.error, run.stderr_tail)
     steps = list(Step.objects.filter(run=run))
-    names = ["Understand File", "Reflection", "Edit Script (AI)", "List Files", "Execute Script", "Final Answer"]
+    names = ["List Files", "Understand File", "Reflection", "Edit Script (AI)", "List Files", "Execute Script"]
+    names.append("Final Answer")
     assert [s.action for s in steps] == names
-    assert steps[4].entries == {"Thought": "measure it"}  # the answer's entries, for the trace
+    assert "backup/" in steps[0].observation.split("\n")  # as MLAgentBench's environment makes it at the start
+    assert steps[5].entries == {"Thought": "measure it"}  # the answer's entries, for the trace
     main = [r for r in llm_server.requests if r["model"] == "scripted-1"]
     fast = [r for r in llm_server.requests if r["model"] == "scripted-fast"]
     # The high-level actions are the package's own: its prompts, its words, its files through the platform.
     assert fast[0]["messages"][0]["content"].startswith("Stand-in reading train.py (")
-    assert steps[0].observation == "a summary" and steps[0].detail["made_by"] == "agent"
-    assert [low["action"] for low in steps[0].low_level] == ["Read File"]
+    assert steps[1].observation == "a summary" and steps[1].detail["made_by"] == "agent"
+    assert [low["action"] for low in steps[1].low_level] == ["Read File"]
     # Reflection reads a research log the agent never wrote: the package's error, and no model call for it.
-    assert steps[1].observation.startswith("Stand-in EnvError: cannot read file research_log.log")
+    assert steps[2].observation.startswith("Stand-in EnvError: cannot read file research_log.log")
     assert not any("the plan" in r["messages"][0]["content"] for r in fast)
-    assert steps[2].observation == "Stand-in saved train.py"
-    assert [low["action"] for low in steps[2].low_level] == ["Read File", "Write File"]
-    assert steps[2].low_level[1]["input"]["content"] == new_train  # written as the model wrote it
-    assert "backup/" in steps[3].observation.split("\n")
+    assert steps[3].observation == "Stand-in saved train.py"
+    assert [low["action"] for low in steps[3].low_level] == ["Read File", "Write File"]
+    assert steps[3].low_level[1]["input"]["content"] == new_train  # written as the model wrote it
+    assert "backup/" in steps[4].observation.split("\n")
     page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
     assert page.count("agent's code</span>") == 3  # the trace says whose code made each observation
     # Its first prompt is the one its own code builds, from its own action descriptions.
@@ -107,12 +110,12 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
     assert all(r["stop"] == ["Observation:"] and (r["max_tokens"], r["temperature"]) == (500, 0.2) for r in main)
     quick = [r for r in fast if "Stand-in edit" not in r["messages"][0]["content"]]  # the edit: complete_text's own
     assert quick and all(r["temperature"] == 0.01 for r in quick)
-    assert "\n\nAssistant:\n" + understand in (main[1]["messages"][0]["content"])
+    assert "\n\nAssistant:\n" + understand in (main[2]["messages"][0]["content"])
     # 1.2 MB of output reaches the agent whole, which summarises it as MLAgentBench's does: 10,000-character
     # blocks and a merge, 122 calls in one step within the platform's limits.
     blocks = [r for r in fast if r["messages"][0]["content"].startswith("Summarise block")]
     assert len(blocks) == 121 and sum(r["messages"][0]["content"].startswith("Merge: ") for r in fast) == 1
-    assert "Final message:  Finished: 6 steps" in run.stderr_tail
+    assert "Final message:  Finished: 7 steps" in run.stderr_tail
 
 
 @pytest.fixture
