@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import select
 import selectors
@@ -49,18 +50,39 @@ def nesting_depth(value: object) -> int:
     return deepest
 
 
+class _NotANumber(ValueError):
+    """A number JSON has no place for (NaN, Infinity, one too large for a float): the database refuses it."""
+
+
+def _constant(name: str) -> float:
+    raise _NotANumber(f"{name} is not a JSON number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotANumber(f"{text[:40]} is too large for a number")
+    return value
+
+
 def message_parse(line: bytes) -> dict:
     """One protocol message from one line, or ``BadMessage`` saying what is wrong with it: whatever the agent
     writes is the agent's, so nothing it writes may fail otherwise (a line nested deeper than the parser recurses
-    is a bad message, not a crash of the runner)."""
+    is a bad message, not a crash of the runner). Every value must be one the database can store: NaN, Infinity
+    and numbers past a float's range are refused here (NUL and lone surrogates in strings are replaced where they
+    are stored: ``text.db_json``)."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         raise BadMessage("the line is not UTF-8 text") from None
     try:
-        message = json.loads(text)
+        message = json.loads(text, parse_constant=_constant, parse_float=_float)
     except json.JSONDecodeError as exc:
         raise BadMessage(f"the line is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except _NotANumber as exc:
+        raise BadMessage(f"the line is not valid JSON: {exc}; write a finite number, or a string") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise BadMessage(f"the line is not valid JSON: {exc}") from None
     except RecursionError:
         raise BadMessage(f"the line nests lists or objects deeper than {MAX_NESTING} levels") from None
     if nesting_depth(message) > MAX_NESTING:

@@ -138,3 +138,28 @@ def test_nul_bytes_from_scripts_and_agents_are_recorded(tiny_task):
     step = Step.objects.get(run=run, action="Execute Script")
     assert "a\ufffdb" in step.observation and step.entries["Thought"] == "x\ufffdy"
     assert "NUL" in run.stderr_tail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_values_the_database_cannot_store_are_the_agents_bad_message_never_the_platforms_failure(tiny_task):
+    """PostgreSQL's JSON refuses NaN and Infinity, and its text NUL and lone surrogates: an agent that sends them
+    gets an error step (numbers) or its text stored with them replaced (strings); its run goes on and is ranked."""
+    run = run_scripted(
+        tiny_task,
+        [
+            '{"type": "act", "action": "Read File", "input": {"file_name": "train.py", "n": NaN}}',
+            '{"type": "act", "action": "Read File", "input": {"file_name": "train.py", "n": -Infinity}}',
+            '{"type": "act", "action": "Read File", "input": {"file_name": "train.py", "n": 1e999}}',
+            '{"type": "act", "action": "Read\\u0000 File\\ud800", "input": {"file\\ud800": "\\u0000"}, '
+            '"entries": {"Thought\\udc00": "a\\ud800b"}}',
+            FINAL,
+        ],
+    )
+    steps = list(Step.objects.filter(run=run))
+    assert (run.status, run.failure_kind) == ("finished", ""), run.error
+    assert [s.action for s in steps[:3]] == ["Invalid Message"] * 3
+    assert "NaN is not a JSON number" in steps[0].observation
+    assert "-Infinity is not a JSON number" in steps[1].observation
+    assert "1e999 is too large for a number" in steps[2].observation
+    assert steps[3].is_error and "Invalid action" in steps[3].observation
+    assert steps[3].entries == {"Thought\\udc00": "a\\ud800b"}  # stored, the lone surrogates escaped
