@@ -387,6 +387,10 @@ BENCH_WORKER_FORGET_AFTER_S = env_float("BENCH_WORKER_FORGET_AFTER_S", 7 * 24 * 
 BENCH_MAX_RUNS_PER_REQUEST = env_int("BENCH_MAX_RUNS_PER_REQUEST", 500)
 # A submitter's request for runs is approved at once instead of waiting for staff.
 BENCH_AUTO_APPROVE_SUBMISSIONS = env_bool("BENCH_AUTO_APPROVE_SUBMISSIONS", False)
+# A submitter's runs: the model cost each may spend (USD) when the request names none, and the most it may name.
+# Their steps and time stay within each task's own limits.
+BENCH_SUBMISSION_COST_DEFAULT = env_float("BENCH_SUBMISSION_COST_DEFAULT", 5.0)
+BENCH_SUBMISSION_COST_MOST = env_float("BENCH_SUBMISSION_COST_MOST", 50.0)
 BENCH_REAPER_EVERY_S = env_float("BENCH_REAPER_EVERY_S", 30.0)
 # The collector (runner/execution/collector.py): every this many seconds, the blobs nothing names that are older than
 # the grace period go (and agent package and prepared task folders nothing uses). `manage.py collect_blobs` does the

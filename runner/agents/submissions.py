@@ -5,6 +5,8 @@ by staff. A ``Submission`` holds the decision; its ``Batch`` records what was as
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -12,10 +14,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.roles import is_staff, is_submitter
-from task_bank.models import Task
+from task_bank.models import Task, TaskVersion
 
 from ..jobs import QueueUnreachable
-from ..models import Agent, Run, RunSpec, Submission
+from ..models import Agent, Run, RunLimits, RunSpec, Submission
 from ..services import (
     RunRequestError,
     batch_create,
@@ -55,10 +57,32 @@ def submission_create(
         if agent.kind == Agent.Kind.EXTERNAL:
             raise RunRequestError(f"agent {agent} has no code here: it only names the agent of imported runs")
         raise RunRequestError(f"agent {agent.name} is not yours: ask for runs of an agent you uploaded")
-    tasks, _, spec = batch_request_check(spec=spec, tasks=tasks, repeats=repeats)
+    tasks, versions, spec = batch_request_check(spec=spec, tasks=tasks, repeats=repeats)
+    if not is_staff(submitter):
+        spec = replace(spec, limits=submitter_limits(spec.limits, versions))
     batch = batch_record(spec=spec, tasks=tasks, repeats=repeats, created_by=submitter)
     submission = Submission.objects.create(batch=batch)
     return submission, submission_decide_at_once(submission)
+
+
+def submitter_limits(limits: RunLimits, versions: list[TaskVersion]) -> RunLimits:
+    """A submitter's limits, bounded: steps and time within every task's own, a cost limit of at most
+    ``BENCH_SUBMISSION_COST_MOST`` (``BENCH_SUBMISSION_COST_DEFAULT`` when none is named: never no budget).
+    RunRequestError names the first that is over."""
+    for version in versions:
+        for name, own in (("max_steps", version.max_steps), ("max_time_s", version.max_time_s)):
+            asked = getattr(limits, name)
+            if asked is not None and asked > own:
+                raise RunRequestError(
+                    f"{name} {asked} is over task {version.task.slug}'s own limit of {own}; ask for at most that"
+                )
+    most = Decimal(str(settings.BENCH_SUBMISSION_COST_MOST))
+    if limits.max_cost is not None and limits.max_cost > most:
+        asked, most = f"{limits.max_cost.normalize():f}", f"{most.normalize():f}"
+        raise RunRequestError(f"max_cost {asked} is over the most a submitter's run may spend, {most}")
+    if limits.max_cost is None:
+        limits = replace(limits, max_cost=Decimal(str(settings.BENCH_SUBMISSION_COST_DEFAULT)))
+    return limits
 
 
 def submission_decide_at_once(submission: Submission) -> list[Run]:

@@ -303,3 +303,36 @@ def test_the_service_refuses_others_agents_whatever_the_caller(people, mine, tin
     with pytest.raises(RunRequestError, match="agent owned is not yours"):
         submission_create(submitter=people["stranger"], spec=RunSpec(mine), tasks=[tiny_task.task])
     assert not Batch.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("fields", "refusal"),
+    [
+        ({"max_steps": 2_147_483_647}, "max_steps 2147483647 is over task tiny's own limit of 10"),
+        ({"max_time_s": 121}, "max_time_s 121 is over task tiny's own limit of 120"),
+        ({"max_cost": "50.01"}, "max_cost 50.01 is over the most a submitter's run may spend, 50"),
+    ],
+)
+def test_a_submitters_limits_stay_within_the_tasks_and_the_platforms(client, people, mine, tiny_task, model, fields,
+                                                                     refusal):  # fmt: skip
+    client.force_login(people["owner"])
+    answer = ask(client, model="house-model", **fields)
+    assert answer.status_code == 400 and refusal in str(answer.json()), answer.content
+    assert not Submission.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_submitters_request_without_a_cost_limit_gets_the_platforms_default_budget(
+    client, people, mine, tiny_task, model, settings
+):
+    settings.BENCH_SUBMISSION_COST_DEFAULT = 2.5
+    client.force_login(people["owner"])
+    answer = ask(client, model="house-model", max_steps=10, max_time_s=120)
+    assert answer.status_code == 201, answer.content
+    assert answer.json()["max_cost"] == "2.500000"
+    client.force_login(people["staff"])  # staff's own requests keep what they ask for
+    staff = AgentFactory(name="staffs", owner=people["staff"], smoke_state="passed", smoke_tested_at=timezone.now())
+    body = {"agent": staff.name, "tasks": ["tiny"], "repeats": 1, "model": "house-model", "max_steps": 50}
+    answer = client.post(API, body, content_type="application/json")
+    assert answer.status_code == 201 and answer.json()["max_cost"] is None, answer.content
