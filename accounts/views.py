@@ -29,8 +29,12 @@ class ThrottledPostMixin:
     def throttle_limit(self) -> int:
         return settings.BENCH_SIGNIN_PER_MINUTE
 
+    def throttle_wait(self, request) -> int:
+        """Seconds to wait (0: go on), counting this attempt."""
+        return throttle_hit(scope=self.throttle_scope, request=request, limit=self.throttle_limit())
+
     def post(self, request, *args, **kwargs):
-        wait = throttle_hit(scope=self.throttle_scope, request=request, limit=self.throttle_limit())
+        wait = self.throttle_wait(request)
         if not wait:
             return super().post(request, *args, **kwargs)
         form_kwargs = self.get_form_kwargs()
@@ -72,11 +76,19 @@ class SignUpView(ThrottledPostMixin, FormView):
 
 
 class SignInView(ThrottledPostMixin, auth_views.LoginView):
-    """Django's sign-in, throttled per address."""
+    """Django's sign-in, throttled per account and address (``BENCH_SIGNIN_PER_MINUTE``), and per address over all
+    accounts (``BENCH_SIGNIN_PER_ADDRESS_PER_MINUTE``): many people behind one address do not lock each other out
+    by guessing at one name."""
 
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
     throttle_scope, throttle_what, throttle_keep = "signin", "sign-in", ("username",)
+
+    def throttle_wait(self, request) -> int:
+        name = str(request.POST.get("username", ""))[:200]
+        account = throttle_hit(scope="signin", request=request, limit=settings.BENCH_SIGNIN_PER_MINUTE, of=name)
+        address = throttle_hit(scope="signin-any", request=request, limit=settings.BENCH_SIGNIN_PER_ADDRESS_PER_MINUTE)
+        return max(account, address)
 
 
 class PasswordResetView(ThrottledPostMixin, auth_views.PasswordResetView):

@@ -199,9 +199,14 @@ LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "accounts:account"
 LOGOUT_REDIRECT_URL = "leaderboard:home"
 # Attempts per minute from one address (counted in the shared cache, one count across web processes): a
-# sign-up, a sign-in or a password reset request over the limit is answered 429 with how long to wait.
+# sign-up, a sign-in (per account) or a password reset request over the limit is answered 429 with how long to
+# wait; and sign-ins from one address over all accounts.
 BENCH_SIGNUP_PER_MINUTE = env_int("BENCH_SIGNUP_PER_MINUTE", 5)
 BENCH_SIGNIN_PER_MINUTE = env_int("BENCH_SIGNIN_PER_MINUTE", 10)
+BENCH_SIGNIN_PER_ADDRESS_PER_MINUTE = env_int("BENCH_SIGNIN_PER_ADDRESS_PER_MINUTE", 60)
+# The proxies (their addresses) whose X-Forwarded-For names the client, for those limits; from any other
+# address the header is ignored.
+BENCH_TRUSTED_PROXIES = env_list("BENCH_TRUSTED_PROXIES", "")
 
 # --- Email (password reset links) ---------------------------------------------------------------------
 # Printed to the console unless BENCH_EMAIL_HOST names an SMTP server.

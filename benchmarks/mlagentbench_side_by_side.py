@@ -463,9 +463,24 @@ def side_platform(mlab_package: Path, task_root: Path, tmp: Path, base_url: str,
 # ---------------------------------------------------------------------------------------------------- comparing
 
 
+def unified_diff(a: list[str], b: list[str]) -> list[str]:
+    """difflib's unified diff (one line of context) without its "autojunk" heuristic, which in a prompt of 200
+    lines and more takes frequent lines (```, blank) for junk and shows them as changed when they are not."""
+    lines = ["--- mlagentbench", "+++ platform"]
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(1):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        lines.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
+        for tag, i, ii, j, jj in group:
+            if tag == "equal":
+                lines += [" " + line for line in a[i:ii]]
+                continue
+            lines += ["-" + line for line in a[i:ii]] + ["+" + line for line in b[j:jj]]
+    return lines if len(lines) > 2 else []
+
+
 def diff_lines(a: str, b: str, full: bool) -> list[str]:
     """A unified diff of a (MLAgentBench) against b (the platform), or what else tells them apart."""
-    lines = list(difflib.unified_diff(a.splitlines(), b.splitlines(), "mlagentbench", "platform", n=1, lineterm=""))
+    lines = unified_diff(a.splitlines(), b.splitlines())
     if not lines:  # the same lines: they differ in line endings or a final newline
         return [f"same lines; MLAgentBench's ends {a[-40:]!r}, the platform's {b[-40:]!r}"]
     if full or len(lines) <= DIFF_LINES:

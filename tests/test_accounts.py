@@ -399,6 +399,34 @@ def test_signing_in_is_throttled_per_address_even_with_the_right_password(client
 
 
 @pytest.mark.django_db
+def test_guessing_at_one_name_does_not_lock_out_others_behind_the_same_address(client, settings):
+    settings.BENCH_SIGNIN_PER_MINUTE, settings.BENCH_SIGNIN_PER_ADDRESS_PER_MINUTE = 3, 6
+    User.objects.create_user("ada", password=PASSWORD)
+    User.objects.create_user("bob", password=PASSWORD)
+    for _ in range(4):
+        signin(client, username="bob", password="guess")
+    assert signin(client, username="bob").status_code == 429  # that name, from that address
+    assert signin(client).status_code == 302  # another name from the same address signs in
+    client.logout()
+    assert signin(client, username="carol", password="guess").status_code == 429  # 7 from the address in all
+
+
+@pytest.mark.django_db
+def test_the_client_address_comes_from_the_proxys_header_only_from_a_trusted_proxy(client, settings):
+    settings.BENCH_SIGNIN_PER_MINUTE, settings.BENCH_TRUSTED_PROXIES = 1, ["10.0.0.5"]
+    User.objects.create_user("ada", password=PASSWORD)
+    behind = {"REMOTE_ADDR": "10.0.0.5"}
+    signin(client, password="guess", HTTP_X_FORWARDED_FOR="198.51.100.7, 203.0.113.9", **behind)
+    refused = signin(client, HTTP_X_FORWARDED_FOR="198.51.100.7, 203.0.113.9", **behind)
+    assert refused.status_code == 429  # the client the proxy saw, 203.0.113.9, guessed already
+    assert signin(client, HTTP_X_FORWARDED_FOR="203.0.113.10", **behind).status_code == 302  # another client
+    client.logout()
+    untrusted = {"REMOTE_ADDR": "192.0.2.1"}
+    signin(client, password="guess", HTTP_X_FORWARDED_FOR="203.0.113.50", **untrusted)
+    assert signin(client, HTTP_X_FORWARDED_FOR="203.0.113.51", **untrusted).status_code == 429  # header ignored
+
+
+@pytest.mark.django_db
 def test_password_reset_requests_are_throttled(client, settings):
     settings.BENCH_SIGNIN_PER_MINUTE = 1
     User.objects.create_user("ada", email="ada@example.org", password=PASSWORD)
