@@ -166,7 +166,42 @@ def trace_parse(text: str) -> tuple[list[LoggedStep], str]:
     return steps, description if isinstance(description, str) else ""
 
 
+#: A log parsed here holds at most one list or object per CONTAINER_BYTES of its text, and one value per
+#: VALUE_BYTES: the objects Python makes of it then take a few times its size, not 25 (64 MB of "[]," is 1.7 GB).
+#: Real logs are far sparser (keys, strings, indentation). Below SPARSE_ENOUGH characters nothing is counted.
+CONTAINER_BYTES, VALUE_BYTES, SPARSE_ENOUGH = 32, 6, 1 << 20
+#: A string of a JSON text whose escaped backslashes and quotes are taken out; counted a piece at a time.
+QUOTED, PIECE = re.compile(r'"[^"]*"'), 4 << 20
+
+
+def _density_check(text: str, name: str) -> None:
+    """LogImportError when ``text`` holds more lists, objects or values than a log of its size does: counted
+    before any is made, outside its strings, a piece at a time (a copy of the text at most)."""
+    size = len(text)
+    containers = text.count("[") + text.count("{")
+    if size < SPARSE_ENOUGH or (
+        containers <= size // CONTAINER_BYTES and containers + text.count(",") <= size // VALUE_BYTES
+    ):
+        return  # sparse enough even counting what its strings hold
+    bare = text.replace("\\\\", "").replace('\\"', "")  # every quote left opens or closes a string
+    containers = values = 0
+    inside = False
+    for start in range(0, len(bare), PIECE):
+        piece, opened = bare[start : start + PIECE], inside
+        inside ^= piece.count('"') % 2 == 1
+        outside = QUOTED.sub("", ('"' if opened else "") + piece + ('"' if inside else ""))
+        found = outside.count("[") + outside.count("{")
+        containers, values = containers + found, values + found + outside.count(",")
+    if containers > size // CONTAINER_BYTES or values > size // VALUE_BYTES:
+        raise LogImportError(
+            f"{name} holds {containers} lists and objects and about {values} values in {size} characters: more "
+            f"than a log holds (at most one list or object per {CONTAINER_BYTES} characters and one value per "
+            f"{VALUE_BYTES}); it is not read"
+        )
+
+
 def _json_parse(text: str, name: str) -> object:
+    _density_check(text, name)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -469,3 +469,16 @@ def test_an_export_writes_error_txt_only_where_mlagentbench_writes_one(tiny_task
         names = set(archive.namelist())
     assert f"run-{run.pk}/env_log/overall_time.txt" in names
     assert (f"run-{run.pk}/env_log/error.txt" in names) is error_file
+
+
+def test_a_log_denser_than_any_log_is_refused_before_python_builds_it():
+    """64 MB of "[]," took 1.7 GB and 15 s to refuse; now it is counted, outside its strings, first."""
+    from runner.logs.read import _json_parse
+
+    attacks = ("[" + "[]," * 700_000 + "[]]", "[" + '{"a":1},' * 300_000 + "{}]", "[" + "0.5," * 600_000 + "1]")
+    for dense in attacks:
+        with pytest.raises(LogImportError, match="more than a log holds"):
+            _json_parse(dense, "attack.json")
+    text = 'said "' + "[{, \\" * 5000  # strings full of brackets, commas, quotes and backslashes are text
+    sparse = json.dumps({"samples": [{"content": text, "n": i} for i in range(60)]})
+    assert len(sparse) > 1 << 20 and len(_json_parse(sparse, "log.json")["samples"]) == 60
