@@ -550,6 +550,8 @@ def report(a: dict, a_requests: list[dict], b: dict, b_requests: list[dict], ful
         calls = paired([r for r in a_requests if r["model"] == model], [r for r in b_requests if r["model"] == model])
         prompts = [(f"call {i + 1}", x and prompt_of(x), y and prompt_of(y)) for i, (x, y) in enumerate(calls)]
         compare(f"{label} prompts", prompts, full)
+        masked = sum(STAMP.sub("<stamp>", x or "") == STAMP.sub("<stamp>", y or "") for _, x, y in prompts)
+        print(f"  ... {masked}/{len(prompts)} identical once the time stamps of backup names are masked")
         options = [(f"call {i + 1}", x and settings_of(x), y and settings_of(y)) for i, (x, y) in enumerate(calls)]
         compare(f"{label} call settings (stop, max_tokens, temperature)", options, full)
     steps_a, steps_b = a["trace"]["steps"], b["steps"]

@@ -188,7 +188,7 @@ class Platform:
         if not args.interactive:
             self._infos.pop("Request Help", None)
         self._problem = env.start.research_problem
-        self._trace_kept = schema.Trace(
+        self._trace = schema.Trace(
             steps=[], low_level_steps=[], action_infos=self._infos, task_description=self._problem
         )
         self._started = time.time()
@@ -215,7 +215,7 @@ class Platform:
     read_only_files = property(lambda self: [])
     action_infos = property(lambda self: self._infos)
     args = property(lambda self: self._platform_args)
-    trace = property(lambda self: self._trace_kept)
+    trace = property(lambda self: self._trace)
     start_time = property(lambda self: self._started)
 
     @property
@@ -237,7 +237,7 @@ class Platform:
         if action.name in self._high_level and isinstance(action.args, dict):
             replayed = self._env.replayed(action.name, action.args)
             if replayed is not None:  # a resumed run's step: not carried out again
-                self._trace_kept.steps.append(self._schema.Step(action, replayed.text, time.time()))
+                self._trace.steps.append(self._schema.Step(action, replayed.text, time.time()))
                 return replayed.text
         self._recorded = False
         return super().execute(action)
@@ -246,7 +246,7 @@ class Platform:
         """The package's ``execute`` made the step's observation: recorded here unless an act request did."""
         if self._recorded:
             return
-        step = self._trace_kept.steps[-1]
+        step = self._trace.steps[-1]
         action_input = step.action.args if isinstance(step.action.args, dict) else {"input": str(step.action.args)}
         entries = answer_entries(self._llm.last_answer)
         if step.action.name == "Final Answer":
@@ -278,8 +278,9 @@ class PlatformFiles:
         return self._low("Append File", {"file_name": file_name, "content": content})
 
     def copyfile(self, source: str, destination: str) -> str:
-        """``shutil.copyfile`` of an edit's backup: the platform's Write File keeps the file's previous version in
-        ``backup/`` itself (what Undo Edit Script restores), so the copy is not made twice."""
+        """``shutil.copyfile`` of an edit's backup (``backup/<script>_<time>``, what Undo Edit Script restores),
+        made by the platform. The paths are the package's, joined to its work folder ".": made relative."""
+        self._low("Copy File", {"source": os.path.normpath(source), "destination": os.path.normpath(destination)})
         return destination
 
 

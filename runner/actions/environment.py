@@ -57,6 +57,7 @@ class Environment:
     masks: list[Mount] = field(default_factory=list)
     #: The task's own packages (``execution/task_packages.py``), mounted at PACKAGES_TARGET, first on the path.
     packages: Path | None = None
+    keeps_backups: bool = True  # False only while an agent's own high-level action takes a low-level one
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
@@ -293,6 +294,7 @@ class Environment:
                 f"EnvError: a step may take at most {MAX_LOW_PER_STEP} low-level actions; take the step first.",
                 error=True,
             )
+        self.keeps_backups = False  # its own code keeps its backups, as MLAgentBench's edit actions do
         try:
             return ActionOutcome(self.low(name, self.validate_input(BY_NAME[name], action_input)))
         except EnvError as exc:
@@ -301,6 +303,8 @@ class Environment:
             return ActionOutcome(f"EnvError: the action cannot be done on that path: {exc}.", error=True)
         except (OSError, ValueError, UnicodeError) as exc:
             return ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
+        finally:
+            self.keeps_backups = True
 
     def made(self, name: str, action_input: object, observation: str) -> ActionOutcome:
         """A high-level action the agent's own code carried out (MLAgentBench's agents run their package's own

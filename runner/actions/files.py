@@ -16,10 +16,8 @@ MAX_INSPECT_LINES = 100
 
 def _read_text(env: ActionEnv, name: str, shown: str) -> str:
     kind = fs.kind(env.workspace, name)
-    if kind == "dir":
-        raise EnvError(f"cannot read file {shown} because it is a directory.")
-    if kind == "missing":
-        raise EnvError(f"cannot read file {shown}: it does not exist.")
+    if kind in ("dir", "missing"):
+        raise EnvError(f"cannot read file {shown}")  # MLAgentBench's words for either
     if kind == "other":
         raise EnvError(f"cannot access file {shown} because it is not in the work directory.")
     try:
@@ -50,7 +48,7 @@ def _backup(env: ActionEnv, name: str) -> None:
 def _writable(env: ActionEnv, file_name: str) -> str:
     name = env.name(file_name)
     env.check_writable(file_name, name)
-    if name.split("/")[0] == BACKUP_DIR:
+    if env.keeps_backups and name.split("/")[0] == BACKUP_DIR:
         raise EnvError(f"cannot write file {file_name}: the {BACKUP_DIR}/ folder is kept by the environment.")
     kind = fs.kind(env.workspace, name)
     if kind == "dir":
@@ -76,14 +74,16 @@ def read_file(env: ActionEnv, file_name: str) -> str:
 
 def write_file(env: ActionEnv, file_name: str, content: str) -> str:
     name = _writable(env, file_name)
-    _backup(env, name)
+    if env.keeps_backups:
+        _backup(env, name)
     fs.write_bytes(env.workspace, name, content.encode("utf-8"), owner=env.owner)
     return f"File {file_name} written successfully."
 
 
 def append_file(env: ActionEnv, file_name: str, content: str) -> str:
     name = _writable(env, file_name)
-    _backup(env, name)
+    if env.keeps_backups:
+        _backup(env, name)
     fs.write_bytes(env.workspace, name, content.encode("utf-8"), append=True, owner=env.owner)
     return f"File {file_name} appended successfully."
 
@@ -96,7 +96,8 @@ def copy_file(env: ActionEnv, source: str, destination: str) -> str:
     if fs.kind(env.workspace, env.name(destination)) == "dir":
         raise EnvError(f"{failed} The destination is a folder: give the new file's name.")
     dst = _writable(env, destination)
-    _backup(env, dst)
+    if env.keeps_backups:
+        _backup(env, dst)
     try:  # streamed and hole-preserving: the worker holds one chunk, and a sparse file stays sparse
         fs.copy_file(env.workspace, src, dst, limit=MAX_COPY_BYTES, owner=env.owner)
     except OverflowError:

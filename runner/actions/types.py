@@ -44,6 +44,9 @@ class ActionEnv(Protocol):
     workspace_limit_mb: int
     python: str
     research_problem: str
+    #: Whether a write keeps the file's previous version in backup/ (which it then keeps to itself): the
+    #: platform's actions do; the low-level actions an agent's own high-level action takes do not, as MLAgentBench's.
+    keeps_backups: bool
     on_output: Callable[[str, bytes], None] | None
     tick: Callable[[], None] | None
 

@@ -97,9 +97,9 @@ def test_each_action_names_its_error(make_env):
     (env.workspace / "bin.dat").write_bytes(b"\x00\x01binary")
     cases = [
         ("List Files", {"dir_path": "missing"}, "Cannot list file in the missing directory"),
-        ("Read File", {"file_name": "missing.txt"}, "does not exist"),
+        ("Read File", {"file_name": "missing.txt"}, "EnvError: cannot read file missing.txt"),  # MLAgentBench's words
         ("Read File", {"file_name": "bin.dat"}, "it is a binary file"),
-        ("Read File", {"file_name": "."}, "because it is a directory"),
+        ("Read File", {"file_name": "."}, "EnvError: cannot read file ."),
         ("Write File", {"file_name": "backup/x.py", "content": ""}, "backup/ folder is kept by the environment"),
         ("Copy File", {"source": "missing.py", "destination": "x.py"}, "Check whether the source and destinations"),
         ("Execute Script", {"script_name": "missing.py"}, "The file missing.py does not exist."),

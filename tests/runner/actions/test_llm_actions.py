@@ -143,7 +143,7 @@ def test_llm_action_errors_are_observations(env, llm_server):
     )
     assert bad_lines.error and "start_line_number <= end_line_number" in bad_lines.observation
     missing = env.execute("Understand File", {"file_name": "nope.txt", "things_to_look_for": "x"})
-    assert missing.error and "does not exist" in missing.observation
+    assert missing.error and "cannot read file nope.txt" in missing.observation
     assert llm_server.requests == []  # nothing was asked of the model
 
 

@@ -97,8 +97,8 @@ def test_an_mlagentbench_agent_class_runs_unchanged_with_its_own_actions_and_the
     assert steps[2].observation.startswith("Stand-in EnvError: cannot read file research_log.log")
     assert not any("the plan" in r["messages"][0]["content"] for r in fast)
     assert steps[3].observation == "Stand-in saved train.py"
-    assert [low["action"] for low in steps[3].low_level] == ["Read File", "Write File"]
-    assert steps[3].low_level[1]["input"]["content"] == new_train  # written as the model wrote it
+    assert [low["action"] for low in steps[3].low_level] == ["Read File", "Copy File", "Write File"]
+    assert steps[3].low_level[2]["input"]["content"] == new_train  # written as the model wrote it
     assert "backup/" in steps[4].observation.split("\n")
     page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
     assert page.count("agent's code</span>") == 3  # the trace says whose code made each observation

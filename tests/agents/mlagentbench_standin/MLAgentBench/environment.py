@@ -19,6 +19,7 @@ class Environment:
         return finished or len(self.trace.steps) >= self.args.max_steps
 
     def execute(self, action):
+        trace = self._trace  # as MLAgentBench's execute reads it
         if action.name == "Final Answer":
             observation = "end"
         elif action.name not in self.action_infos:
@@ -27,7 +28,7 @@ class Environment:
             log_file = f"{self.log_dir}/tool_logs/step_{len(self.trace.steps)}_tool_log.log"
             try:
                 observation = self.action_infos[action.name].function(
-                    **action.args, log_file=log_file, trace=self.trace, **self.static_kwargs_for_tools
+                    **action.args, log_file=log_file, trace=trace, **self.static_kwargs_for_tools
                 )
             except TooLongPromptError:
                 observation = "Stand-in: too long"
@@ -37,8 +38,8 @@ class Environment:
                 observation = "Stand-in EnvError: " + e.message
             except TypeError:
                 observation = "Stand-in: bad input"
-        self.trace.steps.append(Step(action, observation, time.time()))
-        self.save(len(self.trace.steps) - 1)
+        trace.steps.append(Step(action, observation, time.time()))
+        self.save(len(trace.steps) - 1)
         return observation
 
     def save(self, curr_step):
