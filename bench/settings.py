@@ -4,6 +4,7 @@ The embedded default needs no services: SQLite and a filesystem broker under ``v
 ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis or RabbitMQ) to scale out.
 """
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -328,6 +329,13 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 BENCH_DATA_DIR = VAR_DIR
 BENCH_RUNS_DIR = Path(os.environ.get("BENCH_RUNS_DIR", VAR_DIR / "runs"))
 BENCH_TASK_CACHE_DIR = Path(os.environ.get("BENCH_TASK_CACHE_DIR", VAR_DIR / "tasks"))
+# The seed a generated task draws its data from (prepare.py reads BENCH_TASK_SEED): this deployment's own and secret,
+# never a public default, so that no agent can generate a task's hidden test data again. Derived from SECRET_KEY
+# unless set. 32 bits, what numpy's legacy seeding takes. Changing it changes the data of tasks prepared after:
+# clear BENCH_TASK_CACHE_DIR and validate them again.
+BENCH_TASK_SEED = os.environ.get("BENCH_TASK_SEED") or str(
+    int(hashlib.sha256(f"task seed:{SECRET_KEY}".encode()).hexdigest()[:8], 16)
+)
 # A task's own Python packages ([environment] packages): installed once per list by the worker, wheels only, from the
 # package registry it reaches (runner/execution/task_packages.py), within this many seconds.
 BENCH_TASK_PACKAGES_DIR = Path(os.environ.get("BENCH_TASK_PACKAGES_DIR", VAR_DIR / "task-packages"))

@@ -84,7 +84,7 @@ def _run_prepare(
         [sandbox.python, "-u", "prepare.py"],
         mounts=[Mount(work, "/task", writable=True), *package_mounts(packages)],
         cwd="/task/scripts",
-        env=package_env(packages),
+        env={**package_env(packages), "BENCH_TASK_SEED": settings.BENCH_TASK_SEED},
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
         network=network,
     )

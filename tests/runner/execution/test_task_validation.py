@@ -213,3 +213,32 @@ def test_a_run_whose_validation_waits_in_the_queue_runs_it_instead_of_waiting_fo
     assert version.status == "ready"
     assert all(r.status == "finished" for r in Run.objects.filter(pk__in=[r.pk for r in round_]))
     assert (run.status, run.failure_kind) == ("finished", "")
+
+
+def test_prepare_py_gets_the_deployments_secret_seed_and_the_agent_never_does(tmp_path, settings):
+    """A generated task draws its hidden data from BENCH_TASK_SEED, this deployment's own (derived from
+    SECRET_KEY), so that no agent can generate the test set again from a public default."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    from runner.actions.environment import script_env
+
+    assert settings.BENCH_TASK_SEED not in ("", "0", "42") and int(settings.BENCH_TASK_SEED) < 2**32
+    seeded = "import os\nopen('seed.txt', 'w').write(os.environ['BENCH_TASK_SEED'])\n"
+    prepare = seeded + textwrap.dedent(TINY_FILES["scripts/prepare.py"]).lstrip("\n")
+    version, _ = task_import(root=package_write(tmp_path / "seeded", TINY_FILES | {"scripts/prepare.py": prepare}))
+    task_version_prepare(version, sandbox=get_sandbox())
+    assert (cache_dir(version) / "scripts" / "seed.txt").read_text() == settings.BENCH_TASK_SEED
+    assert "BENCH_TASK_SEED" not in script_env(cpus=1, gpus=0)
+
+    builtin = Path(__file__).resolve().parents[3] / "task_bank" / "builtin" / "clrs-bellman-ford"
+    answers = []
+    for seed in ("5", "6"):
+        copy = tmp_path / f"clrs-{seed}"
+        subprocess.run(["cp", "-r", str(builtin), str(copy)], check=True)
+        env = {"BENCH_TASK_SEED": seed, "PATH": "/usr/bin:/bin"}
+        subprocess.run([sys.executable, "prepare.py"], cwd=copy / "scripts", env=env, check=True, capture_output=True)
+        answers.append((copy / "scripts" / "answer.npz").read_bytes())
+    assert answers[0] != answers[1]  # the seed decides the hidden answers
