@@ -333,6 +333,10 @@ BENCH_TASK_CACHE_DIR = Path(os.environ.get("BENCH_TASK_CACHE_DIR", VAR_DIR / "ta
 # never a public default, so that no agent can generate a task's hidden test data again. Derived from SECRET_KEY
 # unless set. 32 bits, what numpy's legacy seeding takes. Changing it changes the data of tasks prepared after:
 # clear BENCH_TASK_CACHE_DIR and validate them again.
+# Kaggle credentials for prepare.py (MLAgentBench's folders download competitions' files): given to prepare.py only,
+# and only where it may reach the network (task.toml [prepare] network = true and BENCH_ALLOW_PREPARE_NETWORK).
+BENCH_KAGGLE_USERNAME = os.environ.get("BENCH_KAGGLE_USERNAME", "")
+BENCH_KAGGLE_KEY = os.environ.get("BENCH_KAGGLE_KEY", "")
 BENCH_TASK_SEED = os.environ.get("BENCH_TASK_SEED") or str(
     int(hashlib.sha256(f"task seed:{SECRET_KEY}".encode()).hexdigest()[:8], 16)
 )

@@ -14,5 +14,6 @@ urlpatterns = [
     path("mlagentbench/tasks/", views.mlagentbench_tasks_view, name="mlagentbench_tasks"),
     path("tasks/<slug:slug>/", views.task_detail_view, name="task_detail"),
     path("tasks/<slug:slug>/validate/", views.task_validate_view, name="task_validate"),
+    path("tasks/<slug:slug>/prepare-answers/", views.task_prepare_answers_view, name="task_prepare_answers"),
     path("tasks/<slug:slug>/enabled/", views.task_enabled_view, name="task_enabled"),
 ]

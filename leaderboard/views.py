@@ -18,7 +18,7 @@ from runner.throttles import RunRequestThrottle
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 from task_bank.selectors import mlagentbench_folders
-from task_bank.services import task_set_enabled
+from task_bank.services import task_set_enabled, task_version_answers_set
 
 from .cache import TIMEOUT_S, ranking_fragment_key
 from .charts import (
@@ -200,6 +200,18 @@ def task_validate_view(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.warning(request, f"{task.slug}: a validation round is under way already.")
     return redirect("leaderboard:task_detail", slug=task.slug)
+
+
+@staff_member_required
+@require_POST
+def task_prepare_answers_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Staff's answers to the questions the task's prepare.py asks on its standard input, a line each; then a new
+    validation round, which gives them to it."""
+    task = get_object_or_404(Task.objects.select_related("current_version"), slug=slug, current_version__isnull=False)
+    answers = str(request.POST.get("answers", "")).replace("\r\n", "\n")[:10_000]
+    task_version_answers_set(version=task.current_version, answers=answers)
+    messages.success(request, f"{task.slug}: prepare.py's answers saved.")
+    return task_validate_view(request, slug)
 
 
 @staff_member_required

@@ -60,6 +60,11 @@ class TaskVersion(models.Model):
     resources = models.JSONField(default=dict, blank=True)
     data_license = models.CharField(max_length=300, blank=True)
     prepare_needs_network = models.BooleanField(default=False)
+    prepare_answers = models.TextField(
+        blank=True,
+        help_text="What prepare.py reads on its standard input, a line per question it asks: staff's answers (an "
+        "MLAgentBench folder asks for consent to a Kaggle competition's rules).",
+    )
     read_only_patterns = models.JSONField(default=list, blank=True)
     manifest = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)

@@ -181,3 +181,8 @@ def task_export(*, version: TaskVersion, out: Path) -> int:
 
 def task_set_enabled(*, task: Task, enabled: bool) -> None:
     Task.objects.filter(pk=task.pk).update(is_enabled=enabled)
+
+
+def task_version_answers_set(*, version: TaskVersion, answers: str) -> None:
+    """What the version's prepare.py reads on its standard input (``TaskVersion.prepare_answers``)."""
+    TaskVersion.objects.filter(pk=version.pk).update(prepare_answers=answers)

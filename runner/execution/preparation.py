@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,15 @@ def package_mounts(packages: Path | None) -> list[Mount]:
     return [Mount(packages, PACKAGES_TARGET)] if packages is not None else []
 
 
+def prepare_secrets(*, network: bool) -> dict[str, str]:
+    """What only prepare.py is given: the deployment's secret seed for generated data and, where it may reach the
+    network, the Kaggle credentials MLAgentBench's folders download their competitions' files with."""
+    secrets = {"BENCH_TASK_SEED": settings.BENCH_TASK_SEED}
+    if network and settings.BENCH_KAGGLE_USERNAME and settings.BENCH_KAGGLE_KEY:
+        secrets |= {"KAGGLE_USERNAME": settings.BENCH_KAGGLE_USERNAME, "KAGGLE_KEY": settings.BENCH_KAGGLE_KEY}
+    return secrets
+
+
 def package_env(packages: Path | None) -> dict[str, str]:
     return {"PYTHONPATH": PACKAGES_TARGET} if packages is not None else {}
 
@@ -80,14 +90,19 @@ def _run_prepare(
             "prepare.py needs the network (task.toml [prepare] network = true) and this deployment does not "
             "allow it (set BENCH_ALLOW_PREPARE_NETWORK=1 to allow it)"
         )
+    answers = version.prepare_answers
     proc = sandbox.popen(
         [sandbox.python, "-u", "prepare.py"],
         mounts=[Mount(work, "/task", writable=True), *package_mounts(packages)],
         cwd="/task/scripts",
-        env={**package_env(packages), "BENCH_TASK_SEED": settings.BENCH_TASK_SEED},
+        env={**package_env(packages), **prepare_secrets(network=network)},
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
         network=network,
+        stdin=subprocess.PIPE if answers else subprocess.DEVNULL,
     )
+    if answers:  # a few lines: written at once, then the end of its input
+        proc.stdin.write((answers.rstrip("\n") + "\n").encode())
+        proc.stdin.close()
     result = run_process(
         proc, timeout=settings.BENCH_PREPARE_TIMEOUT_S, keep_bytes=20_000, tick=tick, on_output=on_output
     )
@@ -99,7 +114,11 @@ def _run_prepare(
     if result.exit_code != 0:
         hint = ""
         if "EOFError" in result.stderr:
-            hint = " (it asked for input; prepare.py must run without a terminal)"
+            asked = result.stdout.rstrip("\n").rsplit("\n", 1)[-1].strip()
+            hint = (
+                f' (it asked on its standard input: "{asked[:500]}"; staff can answer on the task page, a line per '
+                "question, and validate again)"
+            )
         raise TaskPreparationError(f"prepare.py exited with code {result.exit_code}{hint}. Output:\n{log}")
     return log
 

@@ -136,7 +136,7 @@ def test_something_that_is_not_a_zip_is_refused(tmp_path):
             {"scripts/prepare.py": "import sys\nprint('cannot build the data', file=sys.stderr)\nsys.exit(3)\n"},
             "prepare.py exited with code 3",
         ),
-        ({"scripts/prepare.py": "name = input('dataset? ')\n"}, "it asked for input"),
+        ({"scripts/prepare.py": "name = input('dataset? ')\n"}, 'it asked on its standard input: "dataset?"'),
         ({"env/train.py": "raise SystemExit('the starter is broken')\n"}, "the starter is broken"),
     ],
 )

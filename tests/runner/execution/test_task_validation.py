@@ -242,3 +242,46 @@ def test_prepare_py_gets_the_deployments_secret_seed_and_the_agent_never_does(tm
         subprocess.run([sys.executable, "prepare.py"], cwd=copy / "scripts", env=env, check=True, capture_output=True)
         answers.append((copy / "scripts" / "answer.npz").read_bytes())
     assert answers[0] != answers[1]  # the seed decides the hidden answers
+
+
+CONSENTING = """
+import os
+if input("Consent to the competition's rules? Press any key ") != "yes":
+    raise SystemExit("no consent")
+open("kaggle.txt", "w").write(os.environ.get("KAGGLE_USERNAME", "none"))
+with open("../env/data.txt", "w") as fh:
+    fh.write("shared data\\n")
+with open("answer.txt", "w") as fh:
+    fh.write("hidden\\n")
+"""
+
+
+def test_a_prepare_py_that_asks_a_question_is_stopped_quoting_it_and_staff_answer_it_once(tmp_path, admin_client):
+    version = import_tiny(tmp_path, "consent", scripts__prepare_dot_py=CONSENTING)
+    validate_now(version)
+    version.refresh_from_db()
+    assert version.status == "failed"
+    first = version.validation_log.splitlines()[0]
+    assert 'it asked on its standard input: "Consent to the competition\'s rules? Press any key"' in first
+    page = admin_client.get("/tasks/consent/").content.decode()
+    assert "prepare.py&#x27;s standard input" in page or "prepare.py's standard input" in page
+
+    answered = admin_client.post("/tasks/consent/prepare-answers/", {"answers": "yes\r\n"})
+    assert answered.status_code == 302
+    version.refresh_from_db()
+    assert version.prepare_answers == "yes\n" and version.status in ("pending", "validating")
+    for run in Run.objects.filter(task_version=version, status="queued"):
+        run_execute(run.pk)
+    version.refresh_from_db()
+    assert version.status == "ready", version.validation_log
+    assert (cache_dir(version) / "scripts" / "kaggle.txt").read_text() == "none"  # no credentials configured
+
+
+def test_kaggle_credentials_reach_prepare_py_only_where_it_may_reach_the_network(settings):
+    from runner.execution.preparation import prepare_secrets
+
+    settings.BENCH_KAGGLE_USERNAME, settings.BENCH_KAGGLE_KEY = "ada", "k3y"
+    assert prepare_secrets(network=True) == {
+        "BENCH_TASK_SEED": settings.BENCH_TASK_SEED, "KAGGLE_USERNAME": "ada", "KAGGLE_KEY": "k3y"
+    }  # fmt: skip
+    assert prepare_secrets(network=False) == {"BENCH_TASK_SEED": settings.BENCH_TASK_SEED}
