@@ -302,6 +302,11 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "bench")
 BENCH_SHORT_QUEUE = os.environ.get("BENCH_SHORT_QUEUE", "")  # empty: <CELERY_QUEUE>-short
 BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>-gpu
+# The GPUs a bare MLAgentBench folder's runs get (MLAgentBench gives one, its --device): 1 on a deployment whose
+# GPU queue has workers, so that they go there; 0, the default, where none has.
+BENCH_BARE_FOLDER_GPUS = env_int("BENCH_BARE_FOLDER_GPUS", 0)
+# The device files of a worker's GPUs, for the bwrap sandbox (a glob; the docker sandbox asks its engine instead).
+BENCH_GPU_DEVICES = os.environ.get("BENCH_GPU_DEVICES", "/dev/nvidia[0-9]*")
 # Each queue on an exchange of its own name, bound by its name (as Celery makes a queue it was not told of): a
 # message for one queue never reaches another.
 CELERY_TASK_QUEUES = [

@@ -69,10 +69,11 @@ def task_import(
         manifest = replace(manifest, metric_name=metric_name, timed=manifest.timed or metric_is_timed(metric_name))
     if higher_is_better is not None:
         manifest = replace(manifest, higher_is_better=higher_is_better)
-    if not (package.root / "task.toml").is_file() and manifest.script_time_s is None:
-        manifest = replace(
-            manifest, script_time_s=0
-        )  # a bare MLAgentBench folder: its scripts have no limit of their own
+    if not (package.root / "task.toml").is_file():  # a bare MLAgentBench folder
+        if manifest.script_time_s is None:
+            manifest = replace(manifest, script_time_s=0)  # its scripts have no limit of their own
+        # MLAgentBench gives each run the GPU its --device names: here the deployment's GPUs, when it has them.
+        manifest = replace(manifest, gpus=settings.BENCH_BARE_FOLDER_GPUS)
     if manifest.baseline is None and (fixed := mlagentbench_baseline(Path(root).name)) is not None:
         manifest = replace(manifest, baseline=fixed)  # an MLAgentBench folder, with the baseline its plot.py fixes
     if manifest.higher_is_better is None:

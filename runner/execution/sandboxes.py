@@ -21,6 +21,7 @@ SETTINGS = {
     "docker_user": "BENCH_DOCKER_USER",
     "docker_timeout_s": "BENCH_DOCKER_TIMEOUT_S",
     "persistent": "BENCH_SANDBOX_PERSISTENT",
+    "gpu_devices": "BENCH_GPU_DEVICES",
 }
 
 

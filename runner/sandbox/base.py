@@ -121,6 +121,10 @@ class Sandbox(ABC):
         hard-link the task's read-only data to shared blobs instead of copying it."""
         return self.isolates and self.ids is not None
 
+    def gpu_env(self, gpus: int) -> dict[str, str]:
+        """The environment that tells code which GPUs are its own (where the backend does not say it itself)."""
+        return {}
+
     @abstractmethod
     def popen(
         self,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -20,7 +22,10 @@ class BwrapSandbox(Sandbox):
 
     name = "bwrap"
 
-    def __init__(self, python: str, *, ids: tuple[int, int] | None, persistent: bool = False) -> None:
+    def __init__(
+        self, python: str, *, ids: tuple[int, int] | None, persistent: bool = False, gpu_devices: str = ""
+    ) -> None:
+        self.gpu_devices = gpu_devices
         self.bwrap = shutil.which("bwrap")
         if not self.bwrap:
             raise SandboxError("BENCH_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
@@ -46,6 +51,7 @@ class BwrapSandbox(Sandbox):
         network: bool,
         tmp_mb: int = 1024,
         seccomp_fd: int | None = None,
+        gpus: int = 0,
     ) -> list[str]:
         cmd = [self.bwrap, "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox"]
         if seccomp_fd is not None:
@@ -75,6 +81,10 @@ class BwrapSandbox(Sandbox):
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         cmd += ["--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
         cmd += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+        if gpus:  # the task's GPUs: their device files, the driver's, and which they are
+            for device in gpu_devices(gpus, self.gpu_devices)[0]:
+                cmd += ["--dev-bind", device, device]
+            env = {**env, **self.gpu_env(gpus)}
         # After the private /tmp: an interpreter installed under /tmp (a CI checkout) stays visible. Folders
         # above it (such as root's home) are made traversable: the sandbox user must reach the interpreter.
         made: set[Path] = set()
@@ -100,6 +110,13 @@ class BwrapSandbox(Sandbox):
             return [*cmd, "--", *drop, *argv]
         return [*cmd, "--", *argv]
 
+    def gpu_env(self, gpus: int) -> dict[str, str]:
+        """What tells CUDA which of the bound GPUs are the sandbox's ({} without GPUs)."""
+        if not gpus:
+            return {}
+        indices = gpu_devices(gpus, self.gpu_devices)[1]
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(indices)}
+
     def keep(self, *, mounts: Sequence[Mount], limits: Limits) -> SupervisedSandbox | None:
         if not self.persistent:
             return None
@@ -124,7 +141,14 @@ class BwrapSandbox(Sandbox):
         seccomp = filter_fd()
         try:
             cmd = self.command(
-                argv, mounts=mounts, cwd=cwd, env=full_env, network=network, tmp_mb=limits.tmp_mb, seccomp_fd=seccomp
+                argv,
+                mounts=mounts,
+                cwd=cwd,
+                env=full_env,
+                network=network,
+                tmp_mb=limits.tmp_mb,
+                seccomp_fd=seccomp,
+                gpus=limits.gpus,
             )
             return self.start(
                 cmd,
@@ -138,6 +162,24 @@ class BwrapSandbox(Sandbox):
             )
         finally:
             os.close(seccomp)  # the child has its own copy
+
+
+#: What a GPU's code needs beside its own device file: the driver's control, memory and mode devices.
+GPU_SHARED_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+
+
+def gpu_devices(count: int, pattern: str) -> tuple[list[str], list[str]]:
+    """The device files to bind for ``count`` GPUs (the first of those ``pattern`` finds, with the driver's shared
+    ones) and their indices, for CUDA_VISIBLE_DEVICES; SandboxError when the worker has fewer."""
+    found = sorted(glob.glob(pattern), key=lambda path: (len(path), path))
+    if len(found) < count:
+        raise SandboxError(
+            f"the task asks for {count} GPU{'s' if count > 1 else ''}; this worker has {len(found)} "
+            f"({pattern}: BENCH_GPU_DEVICES)"
+        )
+    chosen = found[:count]
+    indices = [re.sub(r"\D", "", os.path.basename(path)) or str(n) for n, path in enumerate(chosen)]
+    return [*chosen, *(path for path in GPU_SHARED_DEVICES if os.path.exists(path))], indices
 
 
 def _is_bound(path: Path) -> bool:

@@ -25,6 +25,8 @@ class SandboxConfig:
     docker_timeout_s: float = 120
     #: bwrap: a run's scripts run one after another in one sandbox kept for the run, by a supervisor inside it.
     persistent: bool = True
+    #: bwrap: the device files of this worker's GPUs (a glob).
+    gpu_devices: str = "/dev/nvidia[0-9]*"
 
     @property
     def interpreter(self) -> str:

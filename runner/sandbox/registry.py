@@ -10,7 +10,9 @@ from .local import LocalSandbox
 def sandbox_create(config: SandboxConfig) -> Sandbox:
     """The sandbox backend the configuration names."""
     if config.kind == "bwrap":
-        return BwrapSandbox(config.interpreter, ids=config.ids, persistent=config.persistent)
+        return BwrapSandbox(
+            config.interpreter, ids=config.ids, persistent=config.persistent, gpu_devices=config.gpu_devices
+        )
     if config.kind == "local":
         return LocalSandbox(config.interpreter, ids=config.ids)
     if config.kind == "docker":

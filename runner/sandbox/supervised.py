@@ -216,6 +216,7 @@ class SupervisedSandbox:
             self.close()
             self.start()
         full_env = self.backend.environment(env, str(Path(self.backend.python).parent))
+        full_env |= self.backend.gpu_env(limits.gpus)
         cgroup = getattr(self.proc, "cgroup", None)
         request = {
             "op": "run",

@@ -69,3 +69,15 @@ def test_the_research_problem_is_kept_byte_for_byte_as_mlagentbench_reads_it(tmp
     (root / "scripts" / "research_problem.txt").write_text(" \n")
     with pytest.raises(TaskPackageError, match="research_problem.txt is empty"):
         package_load(root)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_a_bare_mlagentbench_folder_gets_the_deployments_gpus(tmp_path, settings, gpus):
+    from runner.models import Run
+
+    settings.BENCH_BARE_FOLDER_GPUS = gpus
+    files = {rel: text for rel, text in TINY_FILES.items() if rel != "task.toml"}
+    version, _ = task_import(root=package_write(tmp_path / "bare", files), metric_name="v", higher_is_better=True)
+    assert version.resources["gpus"] == gpus
+    assert (Run.queue_for(version=version) == Run.Queue.GPU) is bool(gpus)

@@ -1,6 +1,10 @@
 """What a script run through Execute Script in the bwrap sandbox cannot do."""
 
+import os
+import random
 import shutil
+import string
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +112,50 @@ def test_a_group_another_worker_removes_before_the_sandbox_enters_it_is_made_aga
 
     assert removed and not any(path.exists() for path in removed[0].paths.values())
     assert "hello" in outcome.observation and not outcome.error, outcome.observation
+
+
+SEES_GPUS = """
+import os, sys
+names = [name for name in sys.argv[1:] if os.path.exists(name)]
+print(os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER"), ",".join(names))
+"""
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_task_with_gpus_gets_its_device_files_and_cuda_is_told_which(tmp_path, persistent):
+    """No GPU here: files stand in for /dev/nvidia*, and the sandbox binds the first ones the task asks for, the
+    driver's shared ones beside (where they exist), and says which in CUDA_VISIBLE_DEVICES, in a sandbox of its
+    own or in the one kept for a run's scripts. ``benchmarks/gpu_check.py`` proves a real GPU end to end."""
+    from runner.execution.sandboxes import sandbox_config
+    from runner.sandbox import Limits, Mount
+    from runner.sandbox.base import SandboxError
+    from runner.sandbox.bwrap import BwrapSandbox
+    from runner.sandbox.process import run_process
+
+    # Directly in a folder the sandbox has, as /dev/nvidia0 is in /dev (bwrap makes the folders above a bound file
+    # for root only); named apart by letters, as the index is read from the digits.
+    prefix = "/dev/shm/" + "".join(random.choices(string.ascii_lowercase, k=12)) + "-nvidia"
+    names = [f"{prefix}{n}" for n in (0, 1, 10)]
+    for name in names:
+        Path(name).write_text("")
+    try:
+        config = sandbox_config("bwrap")
+        sandbox = BwrapSandbox(config.interpreter, ids=config.ids, persistent=persistent, gpu_devices=f"{prefix}[0-9]*")
+        (tmp_path / "sees.py").write_text(SEES_GPUS)
+        os.chmod(tmp_path, 0o755)
+        argv = [sandbox.python, "/gpucheck/sees.py", *names]
+        mounts, limits = [Mount(tmp_path, "/gpucheck")], Limits(gpus=2)
+        kept = sandbox.keep(mounts=mounts, limits=limits)
+        if kept:
+            proc = kept.popen(argv, cwd="/", env={}, limits=limits)
+        else:
+            proc = sandbox.popen(argv, mounts=mounts, cwd="/", limits=limits)
+        result = run_process(proc, timeout=60, keep_bytes=10_000)
+        if kept:
+            kept.close()
+        assert result.stdout.split() == ["0,1", "PCI_BUS_ID", f"{names[0]},{names[1]}"], result.stderr
+        with pytest.raises(SandboxError, match="the task asks for 4 GPUs; this worker has 3"):
+            sandbox.popen(argv, mounts=mounts, cwd="/", limits=Limits(gpus=4))
+    finally:
+        for name in names:
+            os.unlink(name)
