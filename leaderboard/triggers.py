@@ -16,7 +16,7 @@ TERMINAL = "('finished', 'failed', 'cancelled', 'timed_out')"
 RUN_FIELDS = (
     "status", "failure_kind", "purpose", "origin", "forked_from_id", "fork_step", "agent_id", "model", "task_id",
     "task_version_id", "final_score", "paired_baseline", "improvement", "succeeded", "cost", "tokens_in",
-    "tokens_out", "wall_seconds", "steps_count",
+    "tokens_out", "wall_seconds", "steps_count", "improved_any_step",
 )  # fmt: skip
 #: What rankings read of the other tables: an entrant's name and who may see it, which tasks and versions count.
 OTHER_FIELDS = {

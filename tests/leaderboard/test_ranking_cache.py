@@ -132,6 +132,9 @@ def test_the_cached_leaderboard_agrees_with_a_computation_from_scratch_after_eve
     Run.objects.filter(pk=queued[7].pk).update(status=Run.Status.TIMED_OUT, failure_kind=Run.FailureKind.LIMIT)
     _assert_agrees(people, "a run timed out")
 
+    Run.objects.filter(pk=queued[4].pk).update(improved_any_step=True)  # it failed, a step of it succeeded
+    _assert_agrees(people, "a step of an ended run was scored and beat the baseline")  # success at any step
+
     tag = ReviewTag.objects.create(run=queued[2], kind=ReviewTag.Kind.HALLUCINATED)
     _assert_agrees(people, "a review tag was written")
     tag.delete()
