@@ -16,7 +16,16 @@ from .cache import ranking_cached
 from .query import DEFAULT_OPTIONS, MLAGENTBENCH, MLAGENTBENCH_GPT4, RankingOptions, board_sort
 from .reproductions import latest_reproductions
 from .stats import paired_difference, ranking_key
-from .sums import ADDED, PLOT_SUCCESS, added, plot_baseline, plot_improvement, run_sums, with_figures
+from .sums import (
+    ADDED,
+    PLOT_SUCCESS,
+    added,
+    plot_baseline,
+    plot_best_score,
+    plot_improvement,
+    run_sums,
+    with_figures,
+)
 
 ENTRANT = ("agent__name", "agent__version", "model")
 
@@ -102,7 +111,10 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     # Self-reported runs count once scored (an upload's run waits for its score).
     runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
     if options.counting in (MLAGENTBENCH, MLAGENTBENCH_GPT4):  # improvements against plot.py's baseline
-        runs = runs.annotate(plot_baseline=plot_baseline()).annotate(plot_improvement=plot_improvement())
+        runs = runs.annotate(plot_baseline=plot_baseline(), plot_best=plot_best_score(scores_counted(options)))
+        runs = runs.annotate(
+            plot_improvement=plot_improvement(), plot_best_improvement=plot_improvement(score="plot_best")
+        )
     return runs, counted
 
 
@@ -116,8 +128,13 @@ def sums_of(counted: Q, options: RankingOptions) -> dict:
     baseline (``counted_runs`` annotates them), its 10 % threshold, and only the scores it keeps."""
     improvement = improvement_of(options)
     if improvement == "plot_improvement":
-        plotted = Q(plot_improvement__gt=PLOT_SUCCESS)
-        return run_sums(counted=counted, scores=scores_counted(options), improvement=improvement, succeeded=plotted)
+        return run_sums(
+            counted=counted,
+            scores=scores_counted(options),
+            improvement=improvement,
+            succeeded=Q(plot_improvement__gt=PLOT_SUCCESS),
+            any_step=Q(plot_best_improvement__gt=PLOT_SUCCESS),
+        )
     return run_sums(counted=counted, scores=Q())
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from math import sqrt
 
-from django.db.models import Avg, Case, Count, Exists, F, FloatField, OuterRef, Q, Subquery, Sum, When
+from django.db.models import Avg, Case, Count, Exists, F, FloatField, Func, Max, Min, OuterRef, Q, Subquery, Sum, When
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce, NullIf
+from django.db.models.functions import Cast, Coalesce, Greatest, Least, NullIf
 
-from runner.models import Agent, Run
+from runner.models import Agent, Run, Step
 
 from .stats import Number, entrant_stats
 
@@ -48,24 +48,49 @@ def plot_baseline() -> Case:
     )
 
 
-def plot_improvement(baseline: str = "plot_baseline") -> Case:
+def plot_improvement(score: str = "final_score", baseline: str = "plot_baseline") -> Case:
     """A run's improvement over an annotated plot.py baseline, in the metric's direction (NULL without one)."""
-    change = (F("final_score") - F(baseline)) / F(baseline)
+    change = (F(score) - F(baseline)) / F(baseline)
     return Case(When(task_version__higher_is_better=True, then=change), default=-change, output_field=FloatField())
 
 
-def run_sums(*, counted: Q, scores: Q, improvement: str = "improvement", succeeded: Q | None = None) -> dict:
+def plot_best_score(kept: Q) -> Case:
+    """A run's best score above 0 as plot.py takes it for "success at any point" (its ``max_score``, or
+    ``min_score`` where lower is better): over its scored steps and its final score where ``kept`` keeps it."""
+    steps = Step.objects.filter(run=OuterRef("pk"), score__gt=0).order_by().values("run")
+    final = Case(When(kept & Q(final_score__gt=0), then=F("final_score")), output_field=FloatField())
+
+    def best(aggregate: type, pick: type) -> Func:
+        step = Subquery(steps.annotate(best=aggregate("score")).values("best")[:1], output_field=FloatField())
+        return pick(Coalesce(step, final), Coalesce(final, step))  # the other where one is missing
+
+    return Case(
+        When(task_version__higher_is_better=True, then=best(Max, Greatest)),
+        default=best(Min, Least),
+        output_field=FloatField(),
+    )
+
+
+def run_sums(
+    *,
+    counted: Q,
+    scores: Q,
+    improvement: str = "improvement",
+    succeeded: Q | None = None,
+    any_step: Q | None = None,
+) -> dict:
     """What the database counts and sums for each group of runs, over its ``counted`` runs (their scores where
     ``scores`` says they count); the infrastructure failures are counted apart whether or not they are included.
-    ``improvement`` names each run's improvement and ``succeeded`` says which runs succeeded (the stored ones, or
-    plot.py's: ``plot_improvement``). stats.entrant_stats makes the figures."""
+    ``improvement`` names each run's improvement; ``succeeded`` and ``any_step`` say which runs succeeded at the end
+    and at some step (the stored ones, or plot.py's: ``plot_improvement``). stats.entrant_stats makes the figures."""
     scored = counted & scores
     succeeded = Q(succeeded=True) if succeeded is None else succeeded
+    any_step = Q(improved_any_step=True) if any_step is None else any_step
     return {
         "runs": Count("pk", filter=counted),
         "successes": Count("pk", filter=scored & succeeded),
         # plot.py's "success at any point": some scored step (the final one included) beat the baseline.
-        "any_step_successes": Count("pk", filter=counted & Q(improved_any_step=True)),
+        "any_step_successes": Count("pk", filter=counted & any_step),
         "infrastructure_failures": Count("pk", filter=Run.INFRASTRUCTURE_FAILURE),
         "scored": Count(improvement, filter=scored),
         "improvement_sum": Sum(improvement, filter=scored),

@@ -3,7 +3,7 @@ resuming from a step) read it, and ``imports.log_import`` brings it back.
 
     run-<id>/env_log/trace.json                      steps, low_level_steps, action_infos, task_description
     run-<id>/env_log/traces/step_<N>_files/          the workspace after step N, its read-only files left out
-    run-<id>/env_log/traces/step_final_files/        the final workspace, the same way
+    run-<id>/env_log/traces/step_final_files/        the final workspace, the same way (not after error.txt)
     run-<id>/env_log/overall_time.txt                the run's wall time in seconds (an ended run only)
     run-<id>/env_log/error.txt                       how the run failed, where MLAgentBench writes one
     run-<id>/agent_log/main_log                      the agent's entries and actions, step by step
@@ -150,15 +150,18 @@ def log_export(*, run: Run, out: Path) -> int:
                 manifests[last] = store.manifest_load(last)
             files = _step_files(manifests.get(last, {}), initial, patterns)
             _write_files(archive, f"{env_log}/{STEP_FILES.format(index)}", files, store)
+        # As MLAgentBench's runner: a run that ended in an error of its own (the time limit between steps, a model
+        # error, a crash, the platform's failure) gets error.txt and no final files; one that ended normally (a
+        # Final Answer, the step limit, the agent's own return, the time limit inside a script) gets its final
+        # files and no error.txt. So its plot.py counts and scores our exports as it does its own logs.
+        erred = run.has_ended and not Run.objects.filter(Run.MLAGENTBENCH_COUNTED, pk=run.pk).exists()
         final = run.final_snapshot or last
-        if final:
+        if final and not erred:
             manifest = manifests.get(final) or store.manifest_load(final)
             _write_files(archive, f"{env_log}/{FINAL_FILES}", _step_files(manifest, initial, patterns), store)
         if run.has_ended:
             _write(archive, f"{env_log}/{OVERALL_TIME}", str(run.wall_seconds).encode())
-        if run.has_ended and not Run.objects.filter(Run.MLAGENTBENCH_COUNTED, pk=run.pk).exists():
-            # Where MLAgentBench writes one: not after a Final Answer, the step limit, the agent's own return or
-            # the time limit inside a script. So its plot.py counts our exports as it counts its own logs.
+        if erred:
             _write(archive, f"{env_log}/{ERROR_FILE}", (run.error or f"the run ended {run.status}").encode())
         _write(archive, f"{top}/agent_log/main_log", _main_log(run).encode())
         _write(archive, f"{top}/log", _run_log(run).encode())

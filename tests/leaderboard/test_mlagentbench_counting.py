@@ -4,10 +4,11 @@ final score counts only when it is above 0; the page, the API and the exports sa
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
+from django.utils.timezone import now
 
 from leaderboard.query import RankingOptions
 from leaderboard.selectors import leaderboard_rows, task_agent_rows
-from runner.models import Run
+from runner.models import Run, Step
 from tests.factories import AgentFactory, RunFactory
 
 ANYONE = AnonymousUser()
@@ -74,9 +75,17 @@ def test_the_page_the_api_and_the_exports_say_which_counting_they_follow(runs, c
     assert client.get("/api/v1/leaderboard/?sort=").status_code == 400  # its schema asks for a column
 
 
+def scored_step(run: Run, score: float) -> None:
+    Step.objects.create(run=run, index=run.steps.count(), action="Execute Script", score=score, started_at=now())
+
+
 def test_mlagentbench_counting_shows_success_at_any_step_as_plot_py_reports_it(runs, client):
-    Run.objects.filter(succeeded=True).update(improved_any_step=True)  # as the run's end records it
-    Run.objects.filter(error__startswith="reached the step limit").update(improved_any_step=True)  # a step scored
+    """plot.py's best score above 0 over the scored steps and the final score it keeps, against its baseline."""
+    step_limit = Run.objects.get(error__startswith="reached the step limit")  # final 1.0: -50 %
+    scored_step(step_limit, 2.3)  # +15 % at some step: a success at any point
+    scored_step(Run.objects.get(final_score=-1.0), 2.1)  # +5 %: not
+    scored_step(Run.objects.get(error__endswith="(code 1) without a Final Answer"), 3.0)  # not counted at all
+    Run.objects.update(improved_any_step=None)  # the platform's own flag plays no part in this counting
     (theirs,) = leaderboard_rows(viewer=ANYONE, options=MLAGENTBENCH)
     assert (theirs["successes"], theirs["any_step_successes"], theirs["runs"]) == (2, 3, 5)
     assert theirs["any_step_rate"] == pytest.approx(0.6)

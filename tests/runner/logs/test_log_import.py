@@ -463,12 +463,14 @@ def test_a_log_import_error_is_typed_for_callers(tmp_path):
     ],
 )  # fmt: skip
 def test_an_export_writes_error_txt_only_where_mlagentbench_writes_one(tiny_task, tmp_path, ended, error_file):
-    run = RunFactory(task_version=tiny_task, **ended)
+    run = RunFactory(task_version=tiny_task, final_snapshot=_snapshot(tiny_task), **ended)
     log_export(run=run, out=tmp_path / "run.zip")
     with zipfile.ZipFile(tmp_path / "run.zip") as archive:
         names = set(archive.namelist())
     assert f"run-{run.pk}/env_log/overall_time.txt" in names
     assert (f"run-{run.pk}/env_log/error.txt" in names) is error_file
+    # MLAgentBench's runner saves no final files after an error: plot.py then has no final score for it.
+    assert any(name.startswith(f"run-{run.pk}/env_log/traces/step_final_files/") for name in names) is not error_file
 
 
 def test_a_log_denser_than_any_log_is_refused_before_python_builds_it():
@@ -482,3 +484,10 @@ def test_a_log_denser_than_any_log_is_refused_before_python_builds_it():
     text = 'said "' + "[{, \\" * 5000  # strings full of brackets, commas, quotes and backslashes are text
     sparse = json.dumps({"samples": [{"content": text, "n": i} for i in range(60)]})
     assert len(sparse) > 1 << 20 and len(_json_parse(sparse, "log.json")["samples"]) == 60
+
+
+def _snapshot(version) -> str:
+    """A final workspace of one file, value.txt, stored as a snapshot."""
+    store = BlobStore()
+    data = b"2"
+    return store.manifest_save({"value.txt": [store.put_bytes(data), len(data)]})
