@@ -1,6 +1,10 @@
 """GPU runs on their own queue, with real workers: a worker serving the CPU queues never starts a GPU run (it
 waits), and a worker serving the GPU queue alone starts it and no CPU run."""
 
+import random
+import string
+from pathlib import Path
+
 import pytest
 
 from runner.models import Run
@@ -39,11 +43,16 @@ def test_a_gpu_run_waits_for_a_gpu_worker_and_a_gpu_worker_takes_only_gpu_runs(
         stop_worker(cpu_worker)
 
     later_cpu_run = run_create(task=tiny_task.task, agent=agent)
-    gpu_worker = start_worker(worker_env, tmp_path / "gpu.log", celery_test_queue, kinds=("-gpu",))
+    # No GPU here: a file stands in for its device file (the sandbox binds it; tests/runner/sandbox has the rest).
+    device = Path(f"/dev/shm/{''.join(random.choices(string.ascii_lowercase, k=12))}-nvidia0")
+    device.write_text("")
+    env = {**worker_env, "BENCH_GPU_DEVICES": f"{str(device)[:-1]}[0-9]*"}
+    gpu_worker = start_worker(env, tmp_path / "gpu.log", celery_test_queue, kinds=("-gpu",))
     try:
         wait_for(lambda: status(gpu_run) == Run.Status.FINISHED, 180, "the GPU run to finish")
     finally:
         stop_worker(gpu_worker)
+        device.unlink()
     finished = Run.objects.get(pk=gpu_run.pk)
     assert finished.final_score == 3.0 and finished.worker.startswith("test-")
     assert "gpu" in finished.worker
