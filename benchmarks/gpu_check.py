@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_out import scripted_agent  # noqa: E402
-from scratch import django_scratch  # noqa: E402
+from scratch import django_scratch, task_validated  # noqa: E402
 
 # The score is 1 when the matrices were multiplied on a GPU, else 0: the baseline must measure 1.
 SEES_GPU = """
@@ -63,21 +63,12 @@ def main() -> int:
     from django.core.management import call_command
 
     from runner.execution import run_execute
-    from runner.execution.validation import task_version_validate_queue
     from runner.models import Step
     from runner.services import run_create
-    from task_bank.services import task_import
 
     call_command("migrate", verbosity=0)
     settings.BENCH_SANDBOX = args.sandbox
-    package = var / "package"
-    for rel, text in PACKAGE.items():
-        (package / rel).parent.mkdir(parents=True, exist_ok=True)
-        (package / rel).write_text(text)
-    version, _ = task_import(root=package, slug="gpu-check")
-    for run in task_version_validate_queue(version=version, enqueue=False):
-        run_execute(run.pk)
-    version.refresh_from_db()
+    version = task_validated(var / "package", "gpu-check", PACKAGE)
     print(f"validation: {version.status}, baseline {version.baseline_score}: {version.validation_summary}")
     script = [
         {"type": "act", "action": "Execute Script", "input": {"script_name": "train.py"}},

@@ -81,7 +81,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch import ROOT, django_scratch  # noqa: E402
+from scratch import ROOT, django_scratch, task_validated  # noqa: E402
 
 MIRROR = "/work/.mirror/snap-stanford+MLAgentBench/repo"
 SLUG = "counting-value"
@@ -184,14 +184,7 @@ def agent_cases(edge: float) -> list[Case]:
 
 def task_ready(package: Path):
     """The task imported and validated here (its baseline measured by the validation round)."""
-    from runner.execution import run_execute
-    from runner.execution.validation import task_version_validate_queue
-    from task_bank.services import task_import
-
-    version, _ = task_import(root=package, slug=SLUG)
-    for run in task_version_validate_queue(version=version, enqueue=False):
-        run_execute(run.pk)
-    version.refresh_from_db()
+    version = task_validated(package, SLUG)
     if version.status != "ready":
         raise SystemExit(f"the task did not validate: {version.status}\n{version.validation_log}")
     return version

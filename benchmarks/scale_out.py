@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from procfile import ROOT, process_env, process_stop, worker_start
-from scratch import django_scratch, postgres_scratch
+from scratch import django_scratch, postgres_scratch, task_validated
 
 PACKAGE = {
     "task.toml": (
@@ -74,18 +74,7 @@ def platform_setup(*, database_url: str, broker: str, prefix: str) -> tuple[Path
 
 def task_ready(var: Path):
     """The tiny task, imported and validated (its baseline measured here, in this process)."""
-    from runner.execution import run_execute
-    from runner.execution.validation import task_version_validate_queue
-    from task_bank.services import task_import
-
-    package = var / "package"
-    for rel, text in PACKAGE.items():
-        (package / rel).parent.mkdir(parents=True, exist_ok=True)
-        (package / rel).write_text(text)
-    version, _ = task_import(root=package, slug="scale")
-    for run in task_version_validate_queue(version=version, enqueue=False):
-        run_execute(run.pk)
-    version.refresh_from_db()
+    version = task_validated(var / "package", "scale", PACKAGE)
     if version.status != "ready":
         raise SystemExit(f"the task did not validate: {version.status} {version.baseline_scores}")
     return version

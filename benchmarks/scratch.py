@@ -47,3 +47,20 @@ def postgres_scratch(server: str, prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def task_validated(package: Path, slug: str, files: dict[str, str] | None = None):
+    """A task package (written from ``files`` {relative path: text} when given) imported and validated here, in this
+    process: its validation round's runs measure its baseline. The version, whatever its validation said."""
+    from runner.execution import run_execute
+    from runner.execution.validation import task_version_validate_queue
+    from task_bank.services import task_import
+
+    for rel, text in (files or {}).items():
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package / rel).write_text(text)
+    version, _ = task_import(root=package, slug=slug)
+    for run in task_version_validate_queue(version=version, enqueue=False):
+        run_execute(run.pk)
+    version.refresh_from_db()
+    return version
