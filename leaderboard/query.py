@@ -52,6 +52,8 @@ class RankingOptions:
 #: The rules of what counts a reader may ask for, with the name the pages give each.
 MLAGENTBENCH = "mlagentbench"
 MLAGENTBENCH_GPT4 = "mlagentbench-gpt4"
+#: The countings that measure improvements against plot.py's baseline.
+PLOT_COUNTINGS = (MLAGENTBENCH, MLAGENTBENCH_GPT4)
 COUNTINGS = {
     "": "this platform's counting",
     MLAGENTBENCH: "MLAgentBench's counting",

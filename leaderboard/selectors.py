@@ -13,7 +13,7 @@ from task_bank.models import Task, TaskVersion
 from task_bank.selectors import tasks_shown
 
 from .cache import ranking_cached
-from .query import DEFAULT_OPTIONS, MLAGENTBENCH, MLAGENTBENCH_GPT4, RankingOptions, board_sort
+from .query import DEFAULT_OPTIONS, MLAGENTBENCH, MLAGENTBENCH_GPT4, PLOT_COUNTINGS, RankingOptions, board_sort
 from .reproductions import latest_reproductions
 from .stats import paired_difference, ranking_key
 from .sums import (
@@ -110,7 +110,7 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     runs = runs_visible_to(viewer).trials().read_by_rankings()
     # Self-reported runs count once scored (an upload's run waits for its score).
     runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
-    if options.counting in (MLAGENTBENCH, MLAGENTBENCH_GPT4):  # improvements against plot.py's baseline
+    if options.counting in PLOT_COUNTINGS:  # improvements against plot.py's baseline
         runs = runs.annotate(plot_baseline=plot_baseline(), plot_best=plot_best_score(scores_counted(options)))
         runs = runs.annotate(
             plot_improvement=plot_improvement(), plot_best_improvement=plot_improvement(score="plot_best")
@@ -120,7 +120,7 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
 
 def improvement_of(options: RankingOptions) -> str:
     """The name of a counted run's improvement as ``options`` count (``counted_runs`` annotates plot.py's)."""
-    return "plot_improvement" if options.counting in (MLAGENTBENCH, MLAGENTBENCH_GPT4) else "improvement"
+    return "plot_improvement" if options.counting in PLOT_COUNTINGS else "improvement"
 
 
 def sums_of(counted: Q, options: RankingOptions) -> dict:

@@ -269,17 +269,7 @@ class Environment:
         else:
             if spec.name in SANDBOXED_ACTIONS:
                 self._sandbox_ran = True
-            try:
-                args = self.validate_input(spec, action_input)
-                result = self.handlers[name](self, **args)
-                outcome = result if isinstance(result, ActionOutcome) else ActionOutcome(result)
-            except EnvError as exc:
-                outcome = ActionOutcome(f"EnvError: {exc}", error=True)
-            except fs.UnsafePath as exc:
-                outcome = ActionOutcome(f"EnvError: the action cannot be done on that path: {exc}.", error=True)
-            except (OSError, ValueError, UnicodeError) as exc:
-                # Whatever the agent's input or its files made fail is the agent's to see, not a crash.
-                outcome = ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
+            outcome = _carried_out(name, lambda: self.handlers[name](self, **self.validate_input(spec, action_input)))
         outcome.detail.setdefault("duration_s", round(time.monotonic() - started, 3))
         return self.ended(name, outcome)
 
@@ -296,13 +286,7 @@ class Environment:
             )
         self.keeps_backups = False  # its own code keeps its backups, as MLAgentBench's edit actions do
         try:
-            return ActionOutcome(self.low(name, self.validate_input(BY_NAME[name], action_input)))
-        except EnvError as exc:
-            return ActionOutcome(f"EnvError: {exc}", error=True)
-        except fs.UnsafePath as exc:
-            return ActionOutcome(f"EnvError: the action cannot be done on that path: {exc}.", error=True)
-        except (OSError, ValueError, UnicodeError) as exc:
-            return ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
+            return _carried_out(name, lambda: self.low(name, self.validate_input(BY_NAME[name], action_input)))
         finally:
             self.keeps_backups = True
 
@@ -340,6 +324,20 @@ class Environment:
                     + "Scripts that write more will be stopped; delete files you do not need."
                 )
         return outcome
+
+
+def _carried_out(name: str, handle: Callable[[], ActionOutcome | str]) -> ActionOutcome:
+    """The outcome of ``handle()``, an action's handler called on its checked input; what the agent's input or its
+    files made fail is an error observation for the agent to see, not a crash."""
+    try:
+        result = handle()
+    except EnvError as exc:
+        return ActionOutcome(f"EnvError: {exc}", error=True)
+    except fs.UnsafePath as exc:
+        return ActionOutcome(f"EnvError: the action cannot be done on that path: {exc}.", error=True)
+    except (OSError, ValueError, UnicodeError) as exc:
+        return ActionOutcome(f"EnvError: {name} failed: {type(exc).__name__}: {exc}", error=True)
+    return result if isinstance(result, ActionOutcome) else ActionOutcome(result)
 
 
 def _short(args: dict) -> dict:
