@@ -305,6 +305,10 @@ BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>
 # The GPUs a bare MLAgentBench folder's runs get (MLAgentBench gives one, its --device): 1 on a deployment whose
 # GPU queue has workers, so that they go there; 0, the default, where none has.
 BENCH_BARE_FOLDER_GPUS = env_int("BENCH_BARE_FOLDER_GPUS", 0)
+# The Python packages a bare MLAgentBench folder's scripts get, installed once like a task's [environment] packages:
+# "mlagentbench" (MLAgentBench's environment of its time, task_bank/mlagentbench-environment.txt: about 5 GB),
+# "none" (the platform's own packages only), or requirement specifiers separated by spaces.
+BENCH_BARE_FOLDER_PACKAGES = os.environ.get("BENCH_BARE_FOLDER_PACKAGES", "mlagentbench")
 # The device files of a worker's GPUs, for the bwrap sandbox (a glob; the docker sandbox asks its engine instead).
 BENCH_GPU_DEVICES = os.environ.get("BENCH_GPU_DEVICES", "/dev/nvidia[0-9]*")
 # Each queue on an exchange of its own name, bound by its name (as Celery makes a queue it was not told of): a

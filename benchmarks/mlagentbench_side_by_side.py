@@ -617,6 +617,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("BENCH_SANDBOX", "bwrap")
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    os.environ.setdefault("BENCH_BARE_FOLDER_PACKAGES", "none")  # both runners' scripts see the platform's packages
     commit = subprocess.run(
         ["git", f"--git-dir={args.mirror}", "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
     ).stdout.strip()

@@ -15,6 +15,7 @@ from runner.models import Submission
 from runner.selectors import queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from runner.services import RunRequestError
 from runner.throttles import RunRequestThrottle
+from task_bank.mlagentbench import bare_folder_packages, environment
 from task_bank.models import Task
 from task_bank.package import CATEGORIES
 from task_bank.selectors import mlagentbench_folders
@@ -61,7 +62,9 @@ def task_list_view(request: HttpRequest) -> HttpResponse:
 def mlagentbench_tasks_view(request: HttpRequest) -> HttpResponse:
     """MLAgentBench's 13 task folders: what each needs, and whether this deployment has it ready."""
     folders = mlagentbench_folders(viewer=request.user)
-    return render(request, "leaderboard/mlagentbench_tasks.html", {"folders": folders})
+    packages = bare_folder_packages()
+    context = {"folders": folders, "packages": packages, "its_environment": packages == environment()}
+    return render(request, "leaderboard/mlagentbench_tasks.html", context)
 
 
 def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:

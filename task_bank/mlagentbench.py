@@ -4,6 +4,14 @@ starter script), for the page that shows which of them this deployment has and h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from .package import packages_check
+
+#: MLAgentBench's Python environment of October 2023, every package pinned (the file says how it was made).
+ENVIRONMENT_FILE = Path(__file__).with_name("mlagentbench-environment.txt")
 
 KAGGLE = "a Kaggle competition's files ({}), after its rules are accepted on Kaggle's site; prepare.py asks on "
 KAGGLE += "standard input"
@@ -40,7 +48,24 @@ FOLDERS = (
            "torch, transformers, accelerate, peft, datasets", "needed"),
     Folder("vectorization", "vectorization", "none: the starter makes its own arrays", "numpy 1.x"),
     Folder("CLRS", "CLRS", "CLRS-30 from Google Cloud Storage, downloaded by the starter's code",
-           "jax, dm-haiku, tensorflow, clrs"),
+           "jax, dm-haiku, tensorflow, clrs (not in the environment: tfds-nightly ships as source only)"),
     Folder("babylm", "BabyLM", "the BabyLM corpus, downloaded by prepare.py with wget",
            "torch, transformers, datasets, evaluate"),
 )  # fmt: skip
+
+
+def environment() -> tuple[str, ...]:
+    """MLAgentBench's environment: its packages, each pinned, as ``[environment] packages`` lists them."""
+    lines = ENVIRONMENT_FILE.read_text().splitlines()
+    return tuple(line for line in lines if line and not line.startswith("#"))
+
+
+def bare_folder_packages() -> tuple[str, ...]:
+    """The packages a bare MLAgentBench folder's scripts get (``BENCH_BARE_FOLDER_PACKAGES``): "mlagentbench" for
+    its environment, "none" for the platform's own packages only, or requirement specifiers separated by spaces."""
+    value = settings.BENCH_BARE_FOLDER_PACKAGES.strip()
+    if value == "mlagentbench":
+        return environment()
+    if value in ("none", ""):
+        return ()
+    return packages_check(value.split(), where="BENCH_BARE_FOLDER_PACKAGES: package")

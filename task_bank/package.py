@@ -198,23 +198,26 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
 
 
 def _packages_parse(environment: dict) -> tuple[str, ...]:
-    """[environment] packages: requirement specifiers of packages on a registry ("name==1.2", "name>=1,<2"), no
-    URL, path or option."""
     unknown = sorted(set(environment) - {"packages"})
     if unknown:
         raise TaskPackageError(f"task.toml: unknown keys {unknown} in [environment]; expected packages")
     packages = environment.get("packages", [])
     if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
         raise TaskPackageError('task.toml: [environment] packages must be a list of strings such as "xgboost==2.1.1"')
+    return packages_check(packages, where="task.toml: [environment] package")
+
+
+def packages_check(packages: list[str], *, where: str) -> tuple[str, ...]:
+    """Requirement specifiers of packages on a registry ("name==1.2", "name>=1,<2"), no URL, path or option;
+    ``where`` names what listed them in the error."""
     for spec in packages:
         try:
             requirement = Requirement(spec)
         except InvalidRequirement as exc:
-            raise TaskPackageError(f"task.toml: [environment] package {spec!r} is not a requirement: {exc}") from None
+            raise TaskPackageError(f"{where} {spec!r} is not a requirement: {exc}") from None
         if requirement.url or spec.strip().startswith("-"):
             raise TaskPackageError(
-                f"task.toml: [environment] package {spec!r}: name a package of the registry (and its versions), "
-                "not a URL, a path or an option"
+                f"{where} {spec!r}: name a package of the registry (and its versions), not a URL, a path or an option"
             )
     return tuple(spec.strip() for spec in packages)
 

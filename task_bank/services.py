@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 
 from .archive import archive_create, extracted
+from .mlagentbench import bare_folder_packages
 from .models import Task, TaskVersion
 from .package import (
     MetricDirectionUnknown,
@@ -74,6 +75,8 @@ def task_import(
             manifest = replace(manifest, script_time_s=0)  # its scripts have no limit of their own
         # MLAgentBench gives each run the GPU its --device names: here the deployment's GPUs, when it has them.
         manifest = replace(manifest, gpus=settings.BENCH_BARE_FOLDER_GPUS)
+        # and its Python environment: here MLAgentBench's of its time, unless the deployment says otherwise.
+        manifest = replace(manifest, packages=bare_folder_packages())
     if manifest.baseline is None and (fixed := mlagentbench_baseline(Path(root).name)) is not None:
         manifest = replace(manifest, baseline=fixed)  # an MLAgentBench folder, with the baseline its plot.py fixes
     if manifest.higher_is_better is None:

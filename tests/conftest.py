@@ -1,3 +1,4 @@
+import os
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +21,9 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Static files as static/ holds them now, not as a `make run` of another checkout collected them.
     settings.WHITENOISE_USE_FINDERS = True
+    # A bare MLAgentBench folder gets the platform's packages only, here and in the processes tests start:
+    # MLAgentBench's environment is about 5 GB (tests/runner/execution/test_task_packages.py sets its own).
+    os.environ["BENCH_BARE_FOLDER_PACKAGES"] = settings.BENCH_BARE_FOLDER_PACKAGES = "none"
 
 
 @pytest.fixture(scope="session", autouse=True)

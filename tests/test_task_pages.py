@@ -60,7 +60,9 @@ def test_a_failed_validation_log_is_shown_to_staff_only(client, admin_client, ti
 
 
 @pytest.mark.django_db(transaction=True)
-def test_mlagentbenchs_tasks_page_says_what_each_needs_and_which_are_ready_here(client, admin_client, tmp_path):
+def test_mlagentbenchs_tasks_page_says_what_each_needs_and_which_are_ready_here(
+    client, admin_client, tmp_path, settings
+):
     from task_bank.services import task_import
     from tests.factories import TINY_FILES, package_write, validate_now
     from tests.runner.execution.test_task_validation import CRASHING_SCRIPT
@@ -75,7 +77,11 @@ def test_mlagentbenchs_tasks_page_says_what_each_needs_and_which_are_ready_here(
     assert 'href="/tasks/house-price/">house-price</a>' in page and "Ready" in page
     assert "a Kaggle competition&#x27;s files (home-data-for-ml-course)" in page
     assert "needed" in page  # llama-inference's GPU
+    assert "the platform's own packages only" in page  # the suite's BENCH_BARE_FOLDER_PACKAGES
     assert 'href="/tasks/vectorization/"' not in page  # a failed task is staff's to see
     staff = admin_client.get(reverse("leaderboard:mlagentbench_tasks")).content.decode()
     assert 'href="/tasks/vectorization/"' in staff and "the starter script train.py failed: ValueError" in staff
     assert reverse("leaderboard:mlagentbench_tasks") in client.get(reverse("leaderboard:task_list")).content.decode()
+    settings.BENCH_BARE_FOLDER_PACKAGES = "mlagentbench"
+    page = client.get(reverse("leaderboard:mlagentbench_tasks")).content.decode()
+    assert "MLAgentBench's Python environment of October 2023 (113 packages, each" in page

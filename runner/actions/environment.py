@@ -32,7 +32,7 @@ WRAPPER_ROOM = 1000
 #: such step may take through the platform (MLAgentBench's take at most three).
 MADE_BY_AGENT = frozenset(HIGH_LEVEL_HANDLERS)
 MAX_LOW_PER_STEP = 10
-#: Where a task's own packages are in its sandboxes (runner/execution/task_packages.TARGET).
+#: Where a task's own packages are in its sandboxes (runner/execution/task_packages.py installs them).
 PACKAGES_TARGET = "/opt/task-packages"
 
 
@@ -202,12 +202,10 @@ class Environment:
     @property
     def code_mounts(self) -> list[Mount]:
         """What the workspace's code sees besides the workspace: the masks, and the task's packages."""
-        packages = [Mount(self.packages, PACKAGES_TARGET)] if self.packages is not None else []
-        return [*self.masks, *packages]
+        return [*self.masks, *packages_mounts(self.packages)]
 
     def sandbox_env(self) -> dict[str, str]:
-        env = script_env(cpus=self.cpus, gpus=self.limits.gpus)
-        return env | ({"PYTHONPATH": PACKAGES_TARGET} if self.packages is not None else {})
+        return script_env(cpus=self.cpus, gpus=self.limits.gpus) | packages_env(self.packages)
 
     # -- execution -----------------------------------------------------------------------------------------
     def validate_input(self, spec: ActionSpec, action_input: object) -> dict:
@@ -346,6 +344,16 @@ def _short(args: dict) -> dict:
         k: (v[:2000] + f"... [{len(v)} characters]" if isinstance(v, str) and len(v) > 2000 else v)
         for k, v in args.items()
     }
+
+
+def packages_mounts(packages: Path | None) -> list[Mount]:
+    """The task's own packages (None: it lists none), read-only at PACKAGES_TARGET."""
+    return [Mount(packages, PACKAGES_TARGET)] if packages is not None else []
+
+
+def packages_env(packages: Path | None) -> dict[str, str]:
+    """The task's own packages first on the module path, and their commands (such as ``kaggle``) first on PATH."""
+    return {"PYTHONPATH": PACKAGES_TARGET, "PATH": f"{PACKAGES_TARGET}/bin"} if packages is not None else {}
 
 
 def script_env(*, cpus: int, gpus: int) -> dict[str, str]:

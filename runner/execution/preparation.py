@@ -14,12 +14,12 @@ from django.conf import settings
 from task_bank.models import TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
+from ..actions.environment import packages_env, packages_mounts
 from ..sandbox import Limits, Mount, Sandbox
 from ..sandbox.identity import owned_by_root, writable_for_sandbox
 from ..sandbox.process import run_process
 from ..workspace.snapshots import BlobStore, Manifest
 from .sandboxes import get_sandbox
-from .task_packages import TARGET as PACKAGES_TARGET
 from .task_packages import TaskPackagesError, file_lock, staged_folder, task_packages_install
 
 
@@ -39,11 +39,11 @@ class PreparedTask:
 
     def package_mounts(self) -> list[Mount]:
         """The task's packages, read-only where its code runs."""
-        return package_mounts(self.packages)
+        return packages_mounts(self.packages)
 
     def package_env(self) -> dict[str, str]:
         """What puts the task's packages first on its code's path."""
-        return package_env(self.packages)
+        return packages_env(self.packages)
 
     @property
     def scripts_dir(self) -> Path:
@@ -54,10 +54,6 @@ class PreparedTask:
         return sorted(p for p in self.env_manifest if is_read_only(p, self.version.read_only_patterns))
 
 
-def package_mounts(packages: Path | None) -> list[Mount]:
-    return [Mount(packages, PACKAGES_TARGET)] if packages is not None else []
-
-
 def prepare_secrets(*, network: bool) -> dict[str, str]:
     """What only prepare.py is given: the deployment's secret seed for generated data and, where it may reach the
     network, the Kaggle credentials MLAgentBench's folders download their competitions' files with."""
@@ -65,10 +61,6 @@ def prepare_secrets(*, network: bool) -> dict[str, str]:
     if network and settings.BENCH_KAGGLE_USERNAME and settings.BENCH_KAGGLE_KEY:
         secrets |= {"KAGGLE_USERNAME": settings.BENCH_KAGGLE_USERNAME, "KAGGLE_KEY": settings.BENCH_KAGGLE_KEY}
     return secrets
-
-
-def package_env(packages: Path | None) -> dict[str, str]:
-    return {"PYTHONPATH": PACKAGES_TARGET} if packages is not None else {}
 
 
 def cache_dir(version: TaskVersion) -> Path:
@@ -93,9 +85,9 @@ def _run_prepare(
     answers = version.prepare_answers
     proc = sandbox.popen(
         [sandbox.python, "-u", "prepare.py"],
-        mounts=[Mount(work, "/task", writable=True), *package_mounts(packages)],
+        mounts=[Mount(work, "/task", writable=True), *packages_mounts(packages)],
         cwd="/task/scripts",
-        env={**package_env(packages), **prepare_secrets(network=network)},
+        env={**packages_env(packages), **prepare_secrets(network=network)},
         limits=Limits(memory_mb=max(int(version.resources.get("memory_mb", 4096)), 2048) * 2),
         network=network,
         stdin=subprocess.PIPE if answers else subprocess.DEVNULL,

@@ -3,10 +3,11 @@ beyond the platform's packages.
 
 They are installed once per list and interpreter, by the worker (which reaches the package registry; no sandbox
 does), into a folder of the worker's data (``BENCH_TASK_PACKAGES_DIR/<digest>``), wheels only: no package's code runs
-while it is installed. The folder is mounted read-only at ``TARGET`` in every sandbox the task's code runs in (its
-``prepare.py``, the workspace's scripts, the timed re-run, a served submission, ``eval.py``) and put first on their
-``PYTHONPATH``, so the task's versions stand before the platform's. A list that cannot be installed is the task's
-failure, with pip's words; one installation at a time per list (a lock), waited for with the run's ticks."""
+while it is installed. The folder is mounted read-only at ``PACKAGES_TARGET`` in every sandbox the task's code runs
+in (its ``prepare.py``, the workspace's scripts, the timed re-run, a served submission, ``eval.py``) and put first on
+their ``PYTHONPATH`` (its commands first on ``PATH``), so the task's versions stand before the platform's. A list
+that cannot be installed is the task's failure, with pip's words; one installation at a time per list (a lock),
+waited for with the run's ticks."""
 
 from __future__ import annotations
 
@@ -25,11 +26,6 @@ from pathlib import Path
 from django.conf import settings
 
 from task_bank.models import TaskVersion
-
-from ..actions.environment import PACKAGES_TARGET
-
-#: Where a task's packages are in its sandboxes (the environment's name for it: actions.environment).
-TARGET = PACKAGES_TARGET
 
 
 class TaskPackagesError(Exception):
@@ -72,8 +68,8 @@ def _install(packages: list[str], folder: Path, *, python: str, tick: Callable[[
             if proc.returncode != 0:
                 said = log.read_text(errors="replace")[-3000:].strip()
                 raise TaskPackagesError(f"pip could not install {', '.join(packages)} (wheels only): {said}")
-            for path in [work, *work.rglob("*")]:  # readable by every sandbox user, written by none
-                path.chmod(0o755 if path.is_dir() else 0o644)
+            for path in [work, *work.rglob("*")]:  # readable by every sandbox user, written by none; commands run
+                path.chmod(0o755 if path.is_dir() or path.stat().st_mode & 0o100 else 0o644)
             (work / ".installed.json").write_text(json.dumps({"packages": packages, "python": python}))
     finally:
         log.unlink(missing_ok=True)

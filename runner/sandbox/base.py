@@ -176,10 +176,10 @@ class Sandbox(ABC):
         return None
 
     def environment(self, env: dict[str, str] | None, python_bin: str) -> dict[str, str]:
-        merged = dict(BASE_ENV)
-        merged["PATH"] = f"{python_bin}:/usr/local/bin:/usr/bin:/bin"
-        merged.update(env or {})
-        return merged
+        """The command's environment: the base one with ``env`` on top; a PATH in ``env`` is searched first."""
+        env = dict(env or {})
+        path = f"{python_bin}:/usr/local/bin:/usr/bin:/bin"
+        return BASE_ENV | env | {"PATH": f"{env['PATH']}:{path}" if env.get("PATH") else path}
 
 
 def host_python_paths(python: str) -> list[Path]:

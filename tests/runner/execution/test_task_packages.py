@@ -9,6 +9,7 @@ import pytest
 from runner.execution.sandboxes import get_sandbox
 from runner.execution.task_packages import packages_folder
 from runner.models import Run
+from task_bank.mlagentbench import environment
 from task_bank.package import TaskPackageError, manifest_parse
 from task_bank.services import task_import
 from tests.factories import TINY_FILES, package_write, validate_now
@@ -25,7 +26,14 @@ TASK_TOML = """
     packages = [{packages}]
 """
 USES_IT = {
-    "scripts/prepare.py": "import pyfiglet\nopen('../env/data.txt', 'w').write('shared data\\n')\n",
+    # its command too (pip's bin/, as MLAgentBench's prepare.py runs the kaggle command)
+    "scripts/prepare.py": """
+        import subprocess
+        import pyfiglet
+
+        subprocess.run(["pyfiglet", "hi"], check=True)
+        open("../env/data.txt", "w").write("shared data\\n")
+    """,
     "env/train.py": "import pyfiglet\nopen('value.txt', 'w').write('2.0' if pyfiglet.figlet_format('x') else '0')\n",
     "scripts/eval.py": """
         import os
@@ -92,3 +100,59 @@ def test_a_packages_list_that_names_no_registry_package_is_refused(table, messag
     with pytest.raises(TaskPackageError) as refused:
         manifest_parse(f"[environment]\n{table}\n", default_title="x")
     assert message in str(refused.value)
+
+
+# vectorization's starter stores a (1, 1, 1) array as one element of another: NumPy 1.x converts it, NumPy 2 refuses.
+VECTORIZATION = {
+    "env/train.py": """
+        import numpy as np
+
+        out = np.zeros(2)
+        out[0] = np.ones((1, 1, 1)) * 3
+        open("value.txt", "w").write(str(out[0]))
+    """,
+}
+
+
+def bare_folder(tmp_path, name: str, files: dict | None = None):
+    files = {rel: text for rel, text in dict(TINY_FILES, **(files or {})).items() if rel != "task.toml"}
+    version, _ = task_import(root=package_write(tmp_path / name, files), metric_name="value", higher_is_better=True)
+    return version
+
+
+def test_a_bare_mlagentbench_folder_gets_mlagentbench_environment_pinned(settings, tmp_path):
+    settings.BENCH_BARE_FOLDER_PACKAGES = "mlagentbench"  # the default (the suite's is "none": it is GBs)
+    version = bare_folder(tmp_path, "house-price")
+    assert version.task_packages == list(environment())
+    pins = dict(spec.split("==") for spec in environment())
+    assert len(pins) == len(environment())  # each package pinned, once
+    assert pins["numpy"].startswith("1.")
+    assert {"torch", "torchvision", "transformers", "datasets", "torch-geometric", "ogb", "xgboost", "keras",
+            "tensorflow", "kaggle", "pandas", "scikit-learn"} <= set(pins)  # fmt: skip
+    with_toml, _ = task_import(root=package_write(tmp_path / "own", TINY_FILES))
+    assert with_toml.task_packages == []  # a folder with a task.toml lists its own
+
+
+def test_vectorizations_starter_runs_under_mlagentbenchs_numpy_1_and_fails_under_numpy_2(settings, tmp_path):
+    settings.BENCH_BARE_FOLDER_PACKAGES = "none"
+    on_ours = bare_folder(tmp_path / "ours", "vectorization", VECTORIZATION)
+    validate_now(on_ours)
+    on_ours.refresh_from_db()
+    assert on_ours.status == "failed" and "setting an array element with a sequence" in on_ours.validation_log
+
+    settings.BENCH_BARE_FOLDER_PACKAGES = "numpy==1.24.3"  # the environment's numpy, on its own
+    files = dict(VECTORIZATION, **{"env/notes.txt": "another version\n"})
+    on_its_numpy = bare_folder(tmp_path / "its", "vectorization", files)
+    assert on_its_numpy.task_packages == ["numpy==1.24.3"]
+    validate_now(on_its_numpy)
+    on_its_numpy.refresh_from_db()
+    assert (on_its_numpy.status, on_its_numpy.baseline_score) == ("ready", 3.0), on_its_numpy.validation_log
+
+
+def test_a_bare_folder_packages_setting_that_names_no_registry_package_is_refused(settings, tmp_path):
+    settings.BENCH_BARE_FOLDER_PACKAGES = "numpy==1.24.3 --index-url=https://example.org"
+    with pytest.raises(TaskPackageError) as refused:
+        bare_folder(tmp_path, "imdb")
+    assert "BENCH_BARE_FOLDER_PACKAGES: package '--index-url=https://example.org' is not a requirement" in str(
+        refused.value
+    )
