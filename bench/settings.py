@@ -306,7 +306,7 @@ BENCH_GPU_QUEUE = os.environ.get("BENCH_GPU_QUEUE", "")  # empty: <CELERY_QUEUE>
 # GPU queue has workers, so that they go there; 0, the default, where none has.
 BENCH_BARE_FOLDER_GPUS = env_int("BENCH_BARE_FOLDER_GPUS", 0)
 # The Python packages a bare MLAgentBench folder's scripts get, installed once like a task's [environment] packages:
-# "mlagentbench" (MLAgentBench's environment of its time, task_bank/mlagentbench-environment.txt: about 5 GB),
+# "mlagentbench" (MLAgentBench's environment of its time, task_bank/mlagentbench-environment.txt: about 6.5 GB),
 # "none" (the platform's own packages only), or requirement specifiers separated by spaces.
 BENCH_BARE_FOLDER_PACKAGES = os.environ.get("BENCH_BARE_FOLDER_PACKAGES", "mlagentbench")
 # The device files of a worker's GPUs, for the bwrap sandbox (a glob; the docker sandbox asks its engine instead).

@@ -129,6 +129,11 @@ class TaskVersion(models.Model):
         return [str(spec) for spec in (self.manifest or {}).get("packages", [])]
 
     @property
+    def packages_alone(self) -> bool:
+        """Whether the task's packages are its whole environment, the platform's own hidden from its code."""
+        return bool((self.manifest or {}).get("packages_alone"))
+
+    @property
     def script_time_s(self) -> int | None:
         """A script's own time limit (``TaskManifest.script_time_s``): None the platform's, 0 none of its own."""
         value = (self.manifest or {}).get("script_time_s")

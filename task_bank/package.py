@@ -72,6 +72,9 @@ class TaskManifest:
     #: Python packages the task's scripts and evaluation need beyond the platform's ("xgboost==2.1.1"), installed
     #: once per list from the package registry the worker reaches (runner/execution/task_packages.py).
     packages: tuple[str, ...] = ()
+    #: Whether those packages are the task's whole environment ([environment] platform = false): the platform's
+    #: own are then hidden from its code (a bare MLAgentBench folder's environment is).
+    packages_alone: bool = False
 
     @property
     def resources(self) -> dict:
@@ -194,17 +197,29 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         hide=_hide_parse(sandbox),
         baseline=_baseline_parse(baseline),
         packages=_packages_parse(environment),
+        packages_alone=_platform_parse(environment),
     )
 
 
 def _packages_parse(environment: dict) -> tuple[str, ...]:
-    unknown = sorted(set(environment) - {"packages"})
+    unknown = sorted(set(environment) - {"packages", "platform"})
     if unknown:
-        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [environment]; expected packages")
+        raise TaskPackageError(f"task.toml: unknown keys {unknown} in [environment]; expected packages, platform")
     packages = environment.get("packages", [])
     if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
         raise TaskPackageError('task.toml: [environment] packages must be a list of strings such as "xgboost==2.1.1"')
     return packages_check(packages, where="task.toml: [environment] package")
+
+
+def _platform_parse(environment: dict) -> bool:
+    """[environment] platform: whether the task's code also sees the platform's packages (true, the default) or
+    only its own list (false)."""
+    platform = environment.get("platform", True)
+    if not isinstance(platform, bool):
+        raise TaskPackageError(f"task.toml: [environment] platform must be true or false, got {platform!r}")
+    if not platform and not environment.get("packages"):
+        raise TaskPackageError("task.toml: [environment] platform = false needs the packages that replace them")
+    return not platform
 
 
 def packages_check(packages: list[str], *, where: str) -> tuple[str, ...]:

@@ -76,7 +76,7 @@ def task_import(
         # MLAgentBench gives each run the GPU its --device names: here the deployment's GPUs, when it has them.
         manifest = replace(manifest, gpus=settings.BENCH_BARE_FOLDER_GPUS)
         # and its Python environment: here MLAgentBench's of its time, unless the deployment says otherwise.
-        manifest = replace(manifest, packages=bare_folder_packages())
+        manifest = replace(manifest, packages=(packages := bare_folder_packages()), packages_alone=bool(packages))
     if manifest.baseline is None and (fixed := mlagentbench_baseline(Path(root).name)) is not None:
         manifest = replace(manifest, baseline=fixed)  # an MLAgentBench folder, with the baseline its plot.py fixes
     if manifest.higher_is_better is None:
@@ -135,6 +135,7 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 **({"hide": list(manifest.hide)} if manifest.hide else {}),
                 **({"baseline": manifest.baseline} if manifest.baseline else {}),
                 **({"packages": list(manifest.packages)} if manifest.packages else {}),
+                **({"packages_alone": True} if manifest.packages_alone else {}),
                 **{
                     k: getattr(manifest, k)
                     for k in ("script_time_s", "script_memory_mb")

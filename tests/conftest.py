@@ -22,7 +22,7 @@ def pytest_configure(config):
     # Static files as static/ holds them now, not as a `make run` of another checkout collected them.
     settings.WHITENOISE_USE_FINDERS = True
     # A bare MLAgentBench folder gets the platform's packages only, here and in the processes tests start:
-    # MLAgentBench's environment is about 5 GB (tests/runner/execution/test_task_packages.py sets its own).
+    # MLAgentBench's environment is about 6.5 GB (tests/runner/execution/test_task_packages.py sets its own).
     os.environ["BENCH_BARE_FOLDER_PACKAGES"] = settings.BENCH_BARE_FOLDER_PACKAGES = "none"
 
 

@@ -34,6 +34,19 @@ MADE_BY_AGENT = frozenset(HIGH_LEVEL_HANDLERS)
 MAX_LOW_PER_STEP = 10
 #: Where a task's own packages are in its sandboxes (runner/execution/task_packages.py installs them).
 PACKAGES_TARGET = "/opt/task-packages"
+#: Where the module that hides the platform's packages is, for a task whose packages are its whole environment.
+ALONE_TARGET = "/opt/mlab/alone"
+ALONE_DIR = Path(__file__).resolve().parent.parent / "harness" / "alone"
+
+
+@dataclass(frozen=True)
+class TaskPackages:
+    """A task's own packages, installed (``execution/task_packages.py``): their folder, and whether they are its
+    whole environment (``alone``: the platform's own site-packages hidden from its code) or added to the
+    platform's."""
+
+    folder: Path
+    alone: bool = False
 
 
 @dataclass
@@ -56,7 +69,7 @@ class Environment:
     #: Package data the task is built from, masked in the workspace's sandbox (sandbox/masks.py).
     masks: list[Mount] = field(default_factory=list)
     #: The task's own packages (``execution/task_packages.py``), mounted at PACKAGES_TARGET, first on the path.
-    packages: Path | None = None
+    packages: TaskPackages | None = None
     keeps_backups: bool = True  # False only while an agent's own high-level action takes a low-level one
 
     def __post_init__(self) -> None:
@@ -346,14 +359,21 @@ def _short(args: dict) -> dict:
     }
 
 
-def packages_mounts(packages: Path | None) -> list[Mount]:
-    """The task's own packages (None: it lists none), read-only at PACKAGES_TARGET."""
-    return [Mount(packages, PACKAGES_TARGET)] if packages is not None else []
+def packages_mounts(packages: TaskPackages | None) -> list[Mount]:
+    """The task's own packages (None: it lists none), read-only at PACKAGES_TARGET; alone, with the module that
+    hides the platform's."""
+    if packages is None:
+        return []
+    return [Mount(packages.folder, PACKAGES_TARGET), *([Mount(ALONE_DIR, ALONE_TARGET)] if packages.alone else [])]
 
 
-def packages_env(packages: Path | None) -> dict[str, str]:
-    """The task's own packages first on the module path, and their commands (such as ``kaggle``) first on PATH."""
-    return {"PYTHONPATH": PACKAGES_TARGET, "PATH": f"{PACKAGES_TARGET}/bin"} if packages is not None else {}
+def packages_env(packages: TaskPackages | None) -> dict[str, str]:
+    """The task's own packages first on the module path (alone: the platform's hidden by ALONE_DIR's
+    sitecustomize), and their commands (such as ``kaggle``) first on PATH."""
+    if packages is None:
+        return {}
+    path = f"{ALONE_TARGET}:{PACKAGES_TARGET}" if packages.alone else PACKAGES_TARGET
+    return {"PYTHONPATH": path, "PATH": f"{PACKAGES_TARGET}/bin"}
 
 
 def script_env(*, cpus: int, gpus: int) -> dict[str, str]:

@@ -14,7 +14,7 @@ from django.conf import settings
 from task_bank.models import TaskVersion
 from task_bank.package import TaskPackageError, is_read_only, iter_files
 
-from ..actions.environment import packages_env, packages_mounts
+from ..actions.environment import TaskPackages, packages_env, packages_mounts
 from ..sandbox import Limits, Mount, Sandbox
 from ..sandbox.identity import owned_by_root, writable_for_sandbox
 from ..sandbox.process import run_process
@@ -35,7 +35,7 @@ class PreparedTask:
     env_manifest_sha: str
     prepare_log: str
     #: The task's own packages, installed (``task_packages``); None when it needs none.
-    packages: Path | None = None
+    packages: TaskPackages | None = None
 
     def package_mounts(self) -> list[Mount]:
         """The task's packages, read-only where its code runs."""
@@ -74,7 +74,7 @@ def _run_prepare(
     tick: Callable[[], None] | None,
     on_output: Callable[[str, bytes], None] | None,
     *,
-    packages: Path | None = None,
+    packages: TaskPackages | None = None,
 ) -> str:
     network = version.prepare_needs_network and getattr(settings, "BENCH_ALLOW_PREPARE_NETWORK", False)
     if version.prepare_needs_network and not network:

@@ -5,7 +5,8 @@ They are installed once per list and interpreter, by the worker (which reaches t
 does), into a folder of the worker's data (``BENCH_TASK_PACKAGES_DIR/<digest>``), wheels only: no package's code runs
 while it is installed. The folder is mounted read-only at ``PACKAGES_TARGET`` in every sandbox the task's code runs
 in (its ``prepare.py``, the workspace's scripts, the timed re-run, a served submission, ``eval.py``) and put first on
-their ``PYTHONPATH`` (its commands first on ``PATH``), so the task's versions stand before the platform's. A list
+their ``PYTHONPATH`` (its commands first on ``PATH``), so the task's versions stand before the platform's; a task
+whose list is its whole environment (``[environment] platform = false``) does not see the platform's. A list
 that cannot be installed is the task's failure, with pip's words; one installation at a time per list (a lock),
 waited for with the run's ticks."""
 
@@ -27,6 +28,8 @@ from django.conf import settings
 
 from task_bank.models import TaskVersion
 
+from ..actions.environment import TaskPackages
+
 
 class TaskPackagesError(Exception):
     """The task's packages could not be installed (the message has pip's last words)."""
@@ -38,20 +41,21 @@ def packages_folder(packages: list[str], python: str) -> Path:
     return Path(settings.BENCH_TASK_PACKAGES_DIR) / hashlib.sha256(key).hexdigest()[:24]
 
 
-def task_packages_install(version: TaskVersion, *, python: str, tick: Callable[[], None] | None = None) -> Path | None:
-    """The folder with the task's packages installed for ``python`` (None: the task needs none)."""
+def task_packages_install(
+    version: TaskVersion, *, python: str, tick: Callable[[], None] | None = None
+) -> TaskPackages | None:
+    """The task's packages installed for ``python`` (None: the task needs none)."""
     packages = version.task_packages
     if not packages:
         return None
     folder = packages_folder(packages, python)
     marker = folder / ".installed.json"
-    if marker.exists():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder.with_suffix(".lock"), tick=tick):
-        if not marker.exists():
-            _install(packages, folder, python=python, tick=tick)
-    return folder
+    if not marker.exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(folder.with_suffix(".lock"), tick=tick):
+            if not marker.exists():
+                _install(packages, folder, python=python, tick=tick)
+    return TaskPackages(folder, alone=version.packages_alone)
 
 
 def _install(packages: list[str], folder: Path, *, python: str, tick: Callable[[], None] | None) -> None:

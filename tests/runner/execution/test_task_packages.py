@@ -86,14 +86,47 @@ def test_a_list_that_cannot_be_installed_is_the_tasks_failure_with_pips_words(tm
     assert {(r.status, r.failure_kind) for r in runs} == {("failed", "task")}
 
 
+# What a task's code sees: its packages, and the platform's (django) unless they are its whole environment.
+SEES = {
+    "env/train.py": """
+        import importlib.util
+        import pyfiglet
+
+        sees = importlib.util.find_spec("django") is not None
+        open("value.txt", "w").write("1.0" if sees else "2.0")
+    """,
+    "scripts/eval.py": """
+        import importlib.util
+        import os
+
+        def get_score(submission_folder="../env"):
+            with open(os.path.join(submission_folder, "value.txt")) as fh:
+                return float(fh.read()) * (10 if importlib.util.find_spec("django") is None else 1)
+    """,
+}
+
+
+@pytest.mark.parametrize(("platform", "score"), [("", 1.0), ("platform = false", 20.0)])
+def test_a_task_whose_packages_are_its_whole_environment_does_not_see_the_platforms(tmp_path, platform, score):
+    toml = TASK_TOML.format(packages=f'"{PACKAGE}"') + f"    {platform}\n"
+    version, _ = task_import(root=package_write(tmp_path / "alone", dict(TINY_FILES, **SEES, **{"task.toml": toml})))
+    assert version.packages_alone is bool(platform)
+    validate_now(version)
+    version.refresh_from_db()
+    # The starter and eval.py each see django (the platform's) only when the task's packages are added to them.
+    assert (version.status, version.baseline_score) == ("ready", score), version.validation_log
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
+        ('packages = ["numpy"]\nplatform = "no"', "platform must be true or false"),
+        ("platform = false", "platform = false needs the packages that replace them"),
         ('packages = "numpy"', "packages must be a list of strings"),
         ('packages = ["numpy @ https://example.org/numpy.whl"]', "not a URL, a path or an option"),
         ('packages = ["--index-url=https://example.org"]', "is not a requirement"),
         ('packages = ["numpy>>1"]', "is not a requirement"),
-        ('python = "3.12"', "unknown keys ['python'] in [environment]"),
+        ('python = "3.12"', "unknown keys ['python'] in [environment]; expected packages, platform"),
     ],
 )
 def test_a_packages_list_that_names_no_registry_package_is_refused(table, message):
@@ -123,7 +156,7 @@ def bare_folder(tmp_path, name: str, files: dict | None = None):
 def test_a_bare_mlagentbench_folder_gets_mlagentbench_environment_pinned(settings, tmp_path):
     settings.BENCH_BARE_FOLDER_PACKAGES = "mlagentbench"  # the default (the suite's is "none": it is GBs)
     version = bare_folder(tmp_path, "house-price")
-    assert version.task_packages == list(environment())
+    assert version.task_packages == list(environment()) and version.packages_alone  # its whole environment
     pins = dict(spec.split("==") for spec in environment())
     assert len(pins) == len(environment())  # each package pinned, once
     assert pins["numpy"].startswith("1.")
