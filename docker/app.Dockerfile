@@ -62,7 +62,7 @@ CMD ["sh", "-c", "exec gunicorn bench.wsgi --bind 0.0.0.0:8000 --workers ${BENCH
 # cgroups are made inside it); BENCH_SANDBOX=docker needs the engine's socket instead (docker/compose.yaml).
 FROM common AS worker
 RUN apt-get update -qq \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap util-linux procps >/dev/null \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap libseccomp2 util-linux procps >/dev/null \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=deps-worker /opt/venv /opt/venv
 COPY manage.py pyproject.toml /app/

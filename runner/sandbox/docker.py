@@ -14,6 +14,8 @@ worker's start).
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import logging
 import os
 import queue
@@ -30,6 +32,7 @@ from typing import Any
 from .base import Limits, Mount, Sandbox, SandboxError
 from .config import SandboxConfig
 from .process import Exit
+from .seccomp import docker_profile
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +337,8 @@ class DockerSandbox(Sandbox):
                 **{m.target: "ro,size=4k" for m in mounts if m.hide == "folder"},
             },
             "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
+            # The bwrap sandbox's system call policy, as a profile (seccomp.py): stricter than the engine's default.
+            "security_opt": ["no-new-privileges", f"seccomp={_seccomp_profile()}"],
             "ulimits": ulimits,
             "pids_limit": limits.processes or -1,
             # An init as PID 1 (the engine's docker-init): the command is not PID 1, so the signals the kernel
@@ -429,3 +433,8 @@ def docker_client(config: SandboxConfig) -> Any:
     except Exception as exc:  # noqa: BLE001 - docker raises several unrelated types for "no engine"
         raise _engine_error(exc, config.docker_host) from exc
     return client
+
+
+@functools.cache
+def _seccomp_profile() -> str:
+    return json.dumps(docker_profile())

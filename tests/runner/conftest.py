@@ -11,8 +11,8 @@ def make_env(tmp_path):
     test (its kept sandbox, REPL or containers ended)."""
     made: list[Environment] = []
 
-    def make(files: dict[str, str] | None = None, *, sandbox: str = "bwrap", **kwargs) -> Environment:
-        workspace = tmp_path / "workspace"
+    def make(files: dict[str, str] | None = None, *, sandbox: str = "bwrap", name="workspace", **kwargs) -> Environment:
+        workspace = tmp_path / name
         workspace.mkdir(exist_ok=True)
         for rel, text in (files or {}).items():
             (workspace / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -4,11 +4,14 @@ still works (the run can go on)."""
 
 import functools
 import os
+import re
 import subprocess
+import threading
 import time
 
 import pytest
 
+from runner.actions.environment import TaskPackages
 from runner.sandbox import Limits
 
 
@@ -92,6 +95,117 @@ def test_the_kernel_keyring_and_new_user_namespaces_are_refused(make_env):
     assert lines["keyctl"].startswith("-1 E"), outcome.observation
     assert lines["unshare"].startswith("-1 E"), outcome.observation
     assert lines["fork"] == "7", outcome.observation
+
+
+# Calls Docker's default profile refuses a process without capabilities, and ptrace and process_vm_readv, which it
+# allows: (name, x86_64 number, aarch64 number, arguments). Each fails with an error the script sees, and it goes on.
+REFUSED_CALLS = [
+    ("io_uring_setup", 425, 425, "1, ctypes.create_string_buffer(128)"),
+    ("perf_event_open", 298, 241, "None, 0, -1, -1, 0"),
+    ("userfaultfd", 323, 282, "0"),
+    ("personality", 135, 92, "0x0400000"),  # READ_IMPLIES_EXEC
+    ("process_vm_readv", 310, 270, "os.getppid(), None, 0, None, 0, 0"),
+    ("ptrace", 101, 117, "0, 0, 0, 0"),  # PTRACE_TRACEME
+    ("bpf", 321, 280, "0, None, 0"),
+    ("mount", 165, 40, 'b"none", b"/tmp", b"tmpfs", 0, None'),
+    ("mincore", 27, 232, "None, 0, None"),  # which pages of a shared file are cached: another sandbox's reads
+    ("inotify_init1", 294, 26, "0"),  # a watch on a shared file
+    ("clone3", 435, 435, "None, 0"),  # ENOSYS: the C library falls back to clone
+]
+
+
+@pytest.mark.parametrize(("name", "x86_64", "aarch64", "args"), REFUSED_CALLS, ids=[c[0] for c in REFUSED_CALLS])
+def test_a_system_call_outside_the_allowlist_fails_with_an_error_and_the_script_goes_on(make_env, name, x86_64,
+                                                                                        aarch64, args):  # fmt: skip
+    source = f"""
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+number = {{"x86_64": {x86_64}, "aarch64": {aarch64}}}[os.uname().machine]
+result = libc.syscall(number, {args})
+print("{name}", result, errno.errorcode.get(ctypes.get_errno()))
+print("after")
+"""
+    outcome = run_script(make_env(), source)
+    expected = "ENOSYS" if name in ("inotify_init1", "clone3") else "EPERM"
+    assert f"{name} -1 {expected}" in outcome.observation, outcome.observation
+    assert "after" in outcome.observation and not outcome.error
+
+
+def test_another_architectures_call_numbers_are_refused(make_env):
+    source = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("native", libc.syscall(39 if os.uname().machine == "x86_64" else 172) > 0, flush=True)  # getpid
+if os.uname().machine == "x86_64":
+    print("x32", libc.syscall(39 | 0x40000000), errno.errorcode.get(ctypes.get_errno()), flush=True)
+"""
+    outcome = run_script(make_env(), source)
+    assert "native True" in outcome.observation, outcome.observation
+    # bwrap refuses another architecture's numbers; docker's profile gives the 32-bit ABIs the same policy
+    assert re.search(r"x32 (-1 ENOSYS|\d+ None)", outcome.observation) or "x32" not in outcome.observation, (
+        outcome.observation
+    )
+
+
+SENDER = """
+import fcntl, os, struct, time
+shared = open("/opt/task-packages/shared.txt")
+fcntl.flock(shared, fcntl.LOCK_EX)  # a lock the receiver would see held: one bit
+fcntl.fcntl(shared, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0))
+open("locked", "w").write("1")
+for _ in range(600):  # until the receiver has looked
+    if os.path.exists("done"):
+        break
+    time.sleep(0.05)
+    shared.read()  # what a watch on the file would see
+    shared.seek(0)
+print("sender done")
+"""
+RECEIVER = """
+import ctypes, errno, fcntl, os, struct
+shared = open("/opt/task-packages/shared.txt")
+try:
+    fcntl.flock(shared, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("flock free")
+except BlockingIOError:
+    print("flock held")
+query = fcntl.fcntl(shared, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+print("posix", "free" if struct.unpack("hhqqi", query)[0] == fcntl.F_UNLCK else "held")
+print("proc/locks", sum(f":{os.fstat(shared.fileno()).st_ino} " in line for line in open("/proc/locks")))
+libc = ctypes.CDLL(None, use_errno=True)
+print("inotify", libc.inotify_init1(0), errno.errorcode.get(ctypes.get_errno()))
+"""
+
+
+def test_two_sandboxes_cannot_signal_each_other_through_a_lock_or_a_watch_on_a_shared_file(make_env, tmp_path):
+    """Both see the same read-only file (here the task's packages folder, bound into each). The sender takes a
+    flock and a POSIX lock on it; the receiver finds both free, no lock on it in /proc/locks, and no inotify."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "shared.txt").write_text("one file, two sandboxes\n")
+    sender = make_env(name="sender", packages=TaskPackages(shared))
+    receiver = make_env(name="receiver", packages=TaskPackages(shared))
+    (sender.workspace / "send.py").write_text(SENDER)
+    (receiver.workspace / "look.py").write_text(RECEIVER)
+    sent = {}
+    send = {"script_name": "send.py"}
+    thread = threading.Thread(target=lambda: sent.update(o=sender.execute("Execute Script", send)))
+    thread.start()
+    try:
+        for _ in range(600):
+            if (sender.workspace / "locked").exists():
+                break
+            time.sleep(0.05)
+        assert (sender.workspace / "locked").exists(), "the sender never took its locks"
+        seen = receiver.execute("Execute Script", {"script_name": "look.py"}).observation
+    finally:
+        (sender.workspace / "done").write_text("1")
+        thread.join(60)
+    assert "sender done" in sent["o"].observation, sent["o"].observation
+    assert "flock free" in seen and "posix free" in seen, seen
+    assert "proc/locks 0" in seen, seen
+    assert "inotify -1 ENOSYS" in seen, seen
 
 
 @pytest.mark.parametrize("address", [("127.0.0.1", 5432), ("10.0.0.1", 80), ("8.8.8.8", 53)])
