@@ -3,8 +3,9 @@ message of a tiny built-in task, it must answer with a protocol message within `
 
 It runs on a worker (the job ``runner.smoke_test``: ``agent_smoke_run``), never within the upload's request: the
 upload stores the package waiting for it (``Agent.Smoke.PENDING``), and the agent's page and the API show where it
-is. An agent that crashes on import, exits, writes something that is not a protocol message or stays silent fails
-it, with the tail of what it wrote to stderr; no run of it is queued, and the submissions that waited for it are
+is. A package that carries what a ready task is scored on fails it (``answers.py``), naming the task. An agent that
+crashes on import, exits, writes something that is not a protocol message or stays silent fails it, with the tail
+of what it wrote to stderr; no run of it is queued, and the submissions that waited for it are
 rejected with that reason. One that passes has the submissions that waited for it decided as they would have been
 at once (``submissions.submissions_after_smoke``).
 """
@@ -26,6 +27,7 @@ from ..execution.protocol import AgentChannel, AgentExited, BadMessage
 from ..execution.sandboxes import get_sandbox
 from ..models import Agent, Run, RunLimits
 from ..sandbox import SandboxError
+from .answers import Carried, answers_carried
 from .submissions import submissions_after_smoke
 
 STDERR_TAIL_CHARS = 2000
@@ -105,6 +107,15 @@ def agent_smoke_test(
         raise AgentSmokeError(f"{reason}; {said}")
 
 
+def carried_message(carried: list[Carried]) -> str:
+    tasks = ", ".join(str(task) for task in carried)
+    return (
+        f"the package carries what a ready task is scored on: {tasks}. An agent must learn a task's answers in "
+        "its runs; it may not bring them (the task's hidden answers, its test inputs, or a copy of the public "
+        "data set it is split from). Remove those files and upload the package again."
+    )
+
+
 def agent_smoke_run(agent_id: int) -> str:
     """The smoke-test job: test a pending agent, record how it went (``Agent.Smoke``), then decide the submissions
     that waited for it. A job that finds the agent no longer pending (another job tested it) does nothing. Returns
@@ -122,6 +133,8 @@ def agent_smoke_run(agent_id: int) -> str:
                 "time); upload the package again to test it once more"
             ),
         )
+    elif carried := answers_carried(Path(agent.package_path)):
+        state, error = Agent.Smoke.FAILED, carried_message(carried)
     else:
         try:
             agent_smoke_test(

@@ -64,8 +64,25 @@ def agent_detail_view(request: HttpRequest, name: str) -> HttpResponse:
         "ranked": agent_ranked_counts(viewer=request.user, name=name),
         "is_owner": is_owner,
         **agent_requests(request=request, name=name, latest=versions[0]),
+        # What staff approve runs of: the latest version's files, largest first (data an agent brings shows here).
+        "package_files": package_files(versions[0]) if is_staff(request.user) else None,
     }
     return render(request, "runner/agent_detail.html", context)
+
+
+PACKAGE_FILES_SHOWN = 100
+
+
+def package_files(agent: Agent) -> dict | None:
+    """The agent's package files (path, bytes), the largest first, at most PACKAGE_FILES_SHOWN; None for none."""
+    if not agent.package_path or not Path(agent.package_path).is_dir():
+        return None
+    root = Path(agent.package_path)
+    files = sorted(
+        ((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*") if p.is_file() and not p.is_symlink()),
+        key=lambda item: (-item[1], item[0]),
+    )
+    return {"files": files[:PACKAGE_FILES_SHOWN], "count": len(files), "bytes": sum(size for _, size in files)}
 
 
 def agent_requests(*, request: HttpRequest, name: str, latest: Agent) -> dict:
