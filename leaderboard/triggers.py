@@ -12,11 +12,12 @@ nothing."""
 from __future__ import annotations
 
 TERMINAL = "('finished', 'failed', 'cancelled', 'timed_out')"
-#: What rankings read of a run (selectors.counted_runs and ENTRANT, sums.run_sums and NORMALISED, the charts).
+#: What rankings read of a run (selectors.counted_runs and ENTRANT, sums.run_sums and NORMALISED, the charts). A
+#: column added here needs a migration that makes PostgreSQL's function again with it (as 0004 and 0005 do).
 RUN_FIELDS = (
     "status", "failure_kind", "purpose", "origin", "forked_from_id", "fork_step", "agent_id", "model", "task_id",
     "task_version_id", "final_score", "paired_baseline", "improvement", "succeeded", "cost", "tokens_in",
-    "tokens_out", "wall_seconds", "steps_count", "improved_any_step",
+    "tokens_out", "wall_seconds", "steps_count", "improved_any_step", "review",
 )  # fmt: skip
 #: What rankings read of the other tables: an entrant's name and who may see it, which tasks and versions count.
 OTHER_FIELDS = {

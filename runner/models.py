@@ -365,6 +365,18 @@ class Run(models.Model):
         VERIFIED = "executed", "Verified (executed here)"
         SELF_REPORTED = "imported", "Self-reported (imported log)"
 
+    class Review(models.TextChoices):
+        """A verified trial whose score is beyond its task's ceiling (the best an honest method reaches) is held:
+        rankings count it only once a reviewer cleared it."""
+
+        NONE = "", "Not held"
+        HELD = "held", "Held for review"
+        CLEARED = "cleared", "Cleared by a reviewer"
+        REJECTED = "rejected", "Rejected by a reviewer"
+
+    #: Not held for review, nor rejected by a reviewer: what every ranking's condition includes.
+    NOT_HELD = ~models.Q(review__in=(Review.HELD, Review.REJECTED))
+
     #: Statuses (filter with ``Run.objects.on_worker()``, ``.live()``, ``.ended()``; ask a run ``is_live``,
     #: ``has_ended``): held by a worker; not ended yet; ended.
     ON_WORKER = (Status.PREPARING, Status.RUNNING, Status.EVALUATING)
@@ -375,8 +387,10 @@ class Run(models.Model):
     #: What rankings count of the trials: finished, failed by the agent, or ended at a limit (the step limit, the
     #: token or cost budget, or timed out); a cancelled run says nothing about the agent. Every failure names its
     #: kind; one that did not would count against the agent.
-    COUNTED = models.Q(status__in=(Status.FINISHED, Status.FAILED, Status.TIMED_OUT)) & ~models.Q(
-        failure_kind__in=(FailureKind.INFRASTRUCTURE, FailureKind.TASK)
+    COUNTED = (
+        models.Q(status__in=(Status.FINISHED, Status.FAILED, Status.TIMED_OUT))
+        & ~models.Q(failure_kind__in=(FailureKind.INFRASTRUCTURE, FailureKind.TASK))
+        & NOT_HELD
     )
     #: How the run's error begins when it took its last allowed step (``Conversation.steps_left``), and when the
     #: agent's process ended by itself, cleanly, without a Final Answer (``Conversation.converse``).
@@ -393,7 +407,7 @@ class Run(models.Model):
         | models.Q(status=Status.FAILED, failure_kind=FailureKind.LIMIT, error__startswith=STEP_LIMIT_ERROR)
         | models.Q(status=Status.FAILED, failure_kind=FailureKind.AGENT, error__startswith=CLEAN_EXIT_ERROR)
         | models.Q(status=Status.TIMED_OUT, error__endswith=INSIDE_SCRIPT)
-    )
+    ) & NOT_HELD
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="runs")
     task_version = models.ForeignKey(TaskVersion, on_delete=models.PROTECT, related_name="runs")
@@ -484,6 +498,13 @@ class Run(models.Model):
     )
     improvement = models.FloatField(null=True, blank=True)
     succeeded = models.BooleanField(null=True, blank=True)
+    review = models.CharField(max_length=16, choices=Review.choices, blank=True, default=Review.NONE)
+    review_reason = models.TextField(blank=True, help_text="Why the run was held: what its reviewer checks.")
+    review_note = models.TextField(blank=True, help_text="What the reviewer said when clearing or rejecting it.")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
     final_answer = models.TextField(blank=True)
     failure_kind = models.CharField(max_length=16, choices=FailureKind.choices, blank=True)
     error = models.TextField(blank=True)
@@ -530,6 +551,8 @@ class Run(models.Model):
             models.Index(fields=["created_at", "id"], name="run_list_order"),
             models.Index(fields=["task", "created_at", "id"], name="run_task_list_order"),
             models.Index(fields=["agent", "created_at", "id"], name="run_agent_list_order"),
+            # The review queue: the held runs, oldest first.
+            models.Index(fields=["created_at", "id"], name="run_held", condition=models.Q(review="held")),
         ]
 
     def __str__(self) -> str:
@@ -538,6 +561,11 @@ class Run(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in self.LIVE
+
+    @property
+    def is_trial(self) -> bool:
+        """A benchmark run started afresh (``RunQuerySet.trials``)."""
+        return self.purpose == self.Purpose.BENCHMARK and self.forked_from_id is None and self.fork_step is None
 
     @classmethod
     def queue_for(cls, *, version: TaskVersion, demo: bool = False) -> str:

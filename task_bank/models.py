@@ -129,6 +129,18 @@ class TaskVersion(models.Model):
         return [str(spec) for spec in (self.manifest or {}).get("packages", [])]
 
     @property
+    def ceiling(self) -> float | None:
+        """The best an honest method reaches ([metric] ceiling in task.toml); None: not declared."""
+        value = (self.manifest or {}).get("ceiling")
+        return None if value is None else float(value)
+
+    def beyond_ceiling(self, score: float | None) -> bool:
+        """Whether ``score`` is better than the task's ceiling, in the metric's direction."""
+        if score is None or self.ceiling is None:
+            return False
+        return score > self.ceiling if self.higher_is_better else score < self.ceiling
+
+    @property
     def packages_alone(self) -> bool:
         """Whether the task's packages are its whole environment, the platform's own hidden from its code."""
         return bool((self.manifest or {}).get("packages_alone"))

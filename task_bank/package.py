@@ -75,6 +75,8 @@ class TaskManifest:
     #: Whether those packages are the task's whole environment ([environment] platform = false): the platform's
     #: own are then hidden from its code (a bare MLAgentBench folder's environment is).
     packages_alone: bool = False
+    #: The best an honest method reaches ([metric] ceiling): a verified run beyond it is held for review.
+    ceiling: float | None = None
 
     @property
     def resources(self) -> dict:
@@ -198,6 +200,7 @@ def manifest_parse(text: str, *, default_title: str) -> TaskManifest:
         baseline=_baseline_parse(baseline),
         packages=_packages_parse(environment),
         packages_alone=_platform_parse(environment),
+        ceiling=None if metric.get("ceiling") is None else _as_number(metric["ceiling"], "metric.ceiling"),
     )
 
 

@@ -136,6 +136,7 @@ def _version_record(package: TaskPackage, manifest, digest: str, stored: Path, s
                 **({"baseline": manifest.baseline} if manifest.baseline else {}),
                 **({"packages": list(manifest.packages)} if manifest.packages else {}),
                 **({"packages_alone": True} if manifest.packages_alone else {}),
+                **({"ceiling": manifest.ceiling} if manifest.ceiling is not None else {}),
                 **{
                     k: getattr(manifest, k)
                     for k in ("script_time_s", "script_memory_mb")

@@ -3,13 +3,22 @@
 
 from django.db import migrations, models
 
-from leaderboard.triggers import OTHER_FIELDS, RUN_FIELDS, TABLE, TERMINAL, changed, sqlite_triggers
+from leaderboard.triggers import OTHER_FIELDS, TABLE, TERMINAL, changed, sqlite_triggers
+
+#: The run columns the runs' trigger watched as of this migration: those that existed then. Later migrations
+#: (0004, 0005) make the function again with the columns added since; a live list here would name columns a
+#: fresh database does not have yet when this runs.
+RUN_FIELDS = (
+    "status", "failure_kind", "purpose", "origin", "forked_from_id", "fork_step", "agent_id", "model", "task_id",
+    "task_version_id", "final_score", "paired_baseline", "improvement", "succeeded", "cost", "tokens_in",
+    "tokens_out", "wall_seconds", "steps_count",
+)  # fmt: skip
 
 #: The triggers of this migration on SQLite (leaderboard.triggers has them all; 0002 adds the review tags').
 SQLITE_NAMES = ("leaderboard_runs_", "leaderboard_runner_agent_", "leaderboard_task_bank_")
 
 
-def _postgresql() -> tuple[list[str], list[str]]:
+def _postgresql(run_fields: tuple[str, ...] = RUN_FIELDS) -> tuple[list[str], list[str]]:
     bump = (
         f"INSERT INTO {TABLE} (id, number, token) VALUES (1, 1, pg_current_xact_id()::text) "
         f"ON CONFLICT (id) DO UPDATE SET number = {TABLE}.number + 1, token = EXCLUDED.token"
@@ -23,7 +32,7 @@ def _postgresql() -> tuple[list[str], list[str]]:
         f"IF EXISTS (SELECT 1 FROM changed WHERE {ended}) THEN {bump}; END IF; RETURN NULL; END $$",
         "CREATE FUNCTION leaderboard_runs_updated() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "IF EXISTS (SELECT 1 FROM before_rows o JOIN after_rows n ON n.id = o.id "
-        f"WHERE (o.{ended} OR n.{ended}) AND ({changed(RUN_FIELDS, 'o', 'n')})) THEN {bump}; END IF; "
+        f"WHERE (o.{ended} OR n.{ended}) AND ({changed(run_fields, 'o', 'n')})) THEN {bump}; END IF; "
         "RETURN NULL; END $$",
         "CREATE TRIGGER leaderboard_runs_insert AFTER INSERT ON runner_run REFERENCING NEW TABLE AS changed "
         "FOR EACH STATEMENT EXECUTE FUNCTION leaderboard_runs_inserted()",

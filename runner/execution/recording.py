@@ -19,6 +19,7 @@ from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome
 from ..actions.environment import WRAPPER_ROOM
+from ..holds import hold_fields
 from ..models import LLMCall, Run, Step
 from ..review import tags_auto
 from ..sandbox.process import HeadTail
@@ -150,6 +151,7 @@ def _finish(
                 improvement=version.improvement_of(result.score, baseline=baseline),
                 succeeded=succeeded,
                 **({"improved_any_step": True} if succeeded else {}),
+                **hold_fields(run, version, result.score),  # beyond the task's ceiling: held for a reviewer
             )
     try:  # what the trace itself shows went wrong, for reviewers and the leaderboard's tag counts
         tags_auto(Run.objects.get(pk=run.pk))

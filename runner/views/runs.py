@@ -21,6 +21,7 @@ from core.roles import may_review
 from runner.actions import ACTIONS, catalogue_for_agent
 from runner.charts import score_over_steps_figure, scores_overlaid_figure
 from runner.filters import RunFilters
+from runner.holds import NOTE_MAX, held_runs, hold_decide
 from runner.jobs import QueueUnreachable
 from runner.logs.exports import log_export_file
 from runner.models import ReviewTag, Run, Step
@@ -444,6 +445,42 @@ def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
         return redirect("runner:run_detail", pk=exc.unsent[0])
     messages.success(request, f"Queued run {fork.pk}, starting from the workspace after step {index} of run {pk}.")
     return redirect("runner:run_detail", pk=fork.pk)
+
+
+def held_runs_view(request: HttpRequest) -> HttpResponse:
+    """The review queue: runs held because their score is beyond their task's ceiling, each with why, to clear
+    (rankings count it) or reject (never counted); then the latest decided."""
+    _reviewer_or_403(request)
+    decided = Run.objects.filter(review__in=(Run.Review.CLEARED, Run.Review.REJECTED)).select_related(
+        "agent", "task", "reviewed_by"
+    )
+    context = {
+        "held": list(held_runs()[:HELD_PAGE]),
+        "decided": list(decided.order_by("-reviewed_at", "-id")[:HELD_PAGE]),
+        "note_max": NOTE_MAX,
+    }
+    return render(request, "runner/run_held.html", context)
+
+
+@require_POST
+def run_hold_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
+    _reviewer_or_403(request)
+    clear = request.POST.get("decision") == "clear"
+    try:
+        decided = hold_decide(run_id=pk, reviewer=request.user, clear=clear, note=request.POST.get("note", ""))
+    except RunRequestError as exc:
+        messages.error(request, f"Run {pk} not decided: {exc}.")
+    else:
+        if not decided:
+            messages.warning(request, f"Run {pk} is not held for review (any more).")
+        elif clear:
+            messages.success(request, f"Run {pk} cleared: rankings count it.")
+        else:
+            messages.success(request, f"Run {pk} rejected: rankings never count it.")
+    return redirect("runner:run_held")
+
+
+HELD_PAGE = 100
 
 
 def _reviewer_or_403(request: HttpRequest) -> None:
