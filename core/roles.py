@@ -11,8 +11,12 @@ Pages and APIs ask these helpers, never the group's name or the flag directly.
 
 from __future__ import annotations
 
+import functools
+
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 
 REVIEWER_GROUP = "reviewer"
 
@@ -46,3 +50,18 @@ def roles_of(user: User) -> list[str]:
 def may_review(user: User) -> bool:
     """Reviewers and staff tag runs and steps with failure modes."""
     return is_reviewer(user) or is_staff(user)
+
+
+def staff_required(view):
+    """A view for staff: a visitor who is not signed in is sent to the site's sign-in page (not the admin's), and
+    one who is but is not staff is refused (403)."""
+
+    @functools.wraps(view)
+    def for_staff(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not is_staff(request.user):
+            raise PermissionDenied("this page is for staff")
+        return view(request, *args, **kwargs)
+
+    return for_staff

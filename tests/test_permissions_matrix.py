@@ -46,15 +46,19 @@ class Case:
 
 
 def page_refused(who, response) -> bool:
-    """staff_member_required: to the admin's login page, whoever is signed in."""
-    return response.status_code == 302 and response.url.startswith(reverse("admin:login"))
+    """core.roles.staff_required: a signed-out visitor to the site's sign-in page, anyone else refused."""
+    if who == "anonymous":
+        return response.status_code == 302 and response.url.startswith(reverse("accounts:login"))
+    return response.status_code == 403
 
 
 def api_refused(who, response) -> bool:
     return response.status_code in ((401, 403) if who == "anonymous" else (403,))
 
 
-admin_refused = page_refused  # the admin site sends anyone not staff to its login page
+def admin_refused(who, response) -> bool:
+    """The admin site sends anyone not staff to its login page."""
+    return response.status_code == 302 and response.url.startswith(reverse("admin:login"))
 
 
 def new_runs(before, after) -> list[Run]:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -17,7 +16,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from core.roles import is_staff
+from core.roles import is_staff, staff_required
 from runner.agents.packages import AgentPackageError, agent_upload
 from runner.agents.submissions import (
     REASON_MAX,
@@ -213,7 +212,7 @@ def _submission(pk: int) -> Submission:
 
 
 @require_POST
-@staff_member_required
+@staff_required
 def submission_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _submission(pk)
     try:
@@ -228,7 +227,7 @@ def submission_approve_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@staff_required
 def submission_reject_view(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _submission(pk)
     try:

@@ -1,6 +1,5 @@
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import (
@@ -17,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core.pagination import MAX_ID, whole_number
-from core.roles import may_review
+from core.roles import may_review, staff_required
 from runner.actions import ACTIONS, catalogue_for_agent
 from runner.charts import score_over_steps_figure, scores_overlaid_figure
 from runner.filters import RunFilters
@@ -385,7 +384,7 @@ def action_catalogue_view(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@staff_required
 def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     if run_cancel(run=run):
@@ -396,7 +395,7 @@ def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@staff_required
 def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         again = run_again(run=_run_or_404(request, pk))
@@ -411,7 +410,7 @@ def run_again_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@staff_required
 def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     if run.is_live:
@@ -432,7 +431,7 @@ def run_score_steps_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@staff_required
 def run_fork_view(request: HttpRequest, pk: int, index: int) -> HttpResponse:
     run = _run_or_404(request, pk)
     try:
