@@ -33,7 +33,8 @@ ENTRANT = ("agent__name", "agent__version", "model")
 def home_counts(*, viewer: Viewer) -> dict:
     """What the home page counts of the runs the viewer may see: the runs the leaderboard counts (``ranked_runs``:
     trials of the current versions of enabled tasks that ended finished, failed by the agent or at a limit) and how
-    many of them succeeded, and the trials still live (queued or on a worker; they count once they end)."""
+    many of them succeeded, and the trials not ended yet: running (on a worker) and queued (they count once they
+    end)."""
 
     def compute() -> dict:
         runs, counted = ranked_runs(viewer=viewer)
@@ -42,7 +43,9 @@ def home_counts(*, viewer: Viewer) -> dict:
         )
 
     counts = ranking_cached("home_counts", viewer=viewer, options=DEFAULT_OPTIONS, compute=compute)
-    counts["live"] = runs_visible_to(viewer).trials().live().count()
+    trials = runs_visible_to(viewer).trials()
+    counts["running"] = trials.on_worker().count()
+    counts["queued"] = trials.live().count() - counts["running"]
     return counts
 
 

@@ -85,3 +85,12 @@ def test_mlagentbenchs_tasks_page_says_what_each_needs_and_which_are_ready_here(
     settings.BENCH_BARE_FOLDER_PACKAGES = "mlagentbench"
     page = client.get(reverse("leaderboard:mlagentbench_tasks")).content.decode()
     assert "MLAgentBench's Python environment of October 2023 (113 packages, each" in page
+
+
+def test_a_baseline_measured_again_says_so_not_the_mean_of_no_runs(client, tiny_task):
+    # as while its validation runs again: the old value, no scores of this round
+    tiny_task.baseline_score, tiny_task.baseline_scores, tiny_task.status = 2.0, [], "validating"
+    tiny_task.save(update_fields=["baseline_score", "baseline_scores", "status"])
+    page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
+    assert "the mean of 0 runs" not in page and "relative spread —" not in page
+    assert "measured before; its validation runs now" in page

@@ -33,6 +33,7 @@ def runs(tiny_task, tmp_path):
         RunFactory(task_version=current, agent=agent, succeeded=True, final_score=9.0, **fields)
     RunFactory(task_version=old, agent=agent, succeeded=True, final_score=9.0)  # an older version
     RunFactory(task_version=current, agent=agent, status=Run.Status.RUNNING)
+    RunFactory.create_batch(2, task_version=current, agent=agent, status=Run.Status.QUEUED)
     return counted
 
 
@@ -41,7 +42,8 @@ def test_the_home_page_counts_what_the_leaderboard_counts(client, runs):
 
     assert "<strong>2</strong> runs counted" in html
     assert "<strong>1</strong> succeeded" in html
-    assert "<strong>1</strong> live" in html  # the running trial: it counts once it ends
+    assert "<strong>1</strong> running" in html  # the running trial: it counts once it ends
+    assert "<strong>2</strong> queued" in html  # not running yet: said apart
 
 
 def test_the_home_pages_count_links_to_the_runs_it_counts(client, runs):

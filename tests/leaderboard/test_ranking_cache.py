@@ -77,7 +77,9 @@ def _home_counts_from_scratch(viewer) -> dict:
     counts = runs.aggregate(
         counted=Count("pk", filter=counted), succeeded=Count("pk", filter=counted & Q(succeeded=True))
     )
-    return counts | {"live": selectors.runs_visible_to(viewer).trials().live().count()}
+    trials = selectors.runs_visible_to(viewer).trials()
+    running = trials.on_worker().count()
+    return counts | {"running": running, "queued": trials.live().count() - running}
 
 
 def _assert_agrees(people: dict, step: str) -> None:
@@ -194,7 +196,7 @@ def test_the_leaderboard_page_api_csv_and_home_page_show_what_a_computation_from
         table = client.get("/leaderboard/?sort=runs", **htmx).content.decode()
         assert "No benchmark runs have ended yet" not in table and "100.0% [20.7–100.0] n=1" in table
     home = client.get(reverse("leaderboard:home"))
-    assert home.context["counts"] == {"counted": 1, "succeeded": 1, "live": 0}
+    assert home.context["counts"] == {"counted": 1, "succeeded": 1, "running": 0, "queued": 0}
 
 
 def test_a_heartbeat_or_a_step_of_a_live_run_leaves_the_cache_as_it_is(tiny_task):
