@@ -27,3 +27,5 @@ class TokenCreateForm(forms.Form):
         max_length=100,
         help_text="What the token is for, e.g. the machine or script that uses it.",
     )
+    # One per page shown: the same form sent again (a reloaded answer) makes no second token.
+    once = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)

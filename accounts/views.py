@@ -1,3 +1,5 @@
+import uuid
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -9,6 +11,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import FormView
 
 from core.roles import roles_of
+from core.shared_cache import count_hit
 from runner.selectors import stored_by
 
 from .forms import SignUpForm, TokenCreateForm
@@ -106,10 +109,14 @@ def _account_page(request: HttpRequest, *, new: NewToken | None = None, status: 
         "tokens": user_tokens(user=user),
         "stored_mb": stored_by(user.pk) / (1 << 20),
         "stored_limit_mb": settings.BENCH_USER_MAX_STORED_MB,
-        "token_form": TokenCreateForm(),
+        "token_form": TokenCreateForm(initial={"once": uuid.uuid4().hex}),
         "new": new,
     }
     return render(request, "accounts/account.html", context, status=status)
+
+
+#: How long a token form is remembered as sent.
+TOKEN_FORM_ONCE_S = 24 * 3600
 
 
 @login_required
@@ -123,6 +130,14 @@ def token_create_view(request: HttpRequest) -> HttpResponse:
     form = TokenCreateForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"No token created: {form.errors['name'][0]}")
+        return redirect("accounts:account")
+    once = form.cleaned_data["once"]
+    if once and count_hit(f"token-form:{request.user.pk}:{once}", window_s=TOKEN_FORM_ONCE_S)[0] > 1:
+        messages.warning(
+            request,
+            "That form was sent already (a reloaded page?): its token was made then and its key shown once. "
+            "No other token was made; create one below if you need it.",
+        )
         return redirect("accounts:account")
     try:
         new = token_create(user=request.user, name=form.cleaned_data["name"])

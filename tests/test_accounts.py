@@ -267,6 +267,23 @@ def test_a_token_is_shown_once_stored_hashed_and_acts_as_its_user(client, people
 
 
 @pytest.mark.django_db
+def test_the_token_form_sent_again_makes_no_second_token(client, people):
+    client.force_login(people["owner"])
+    page = client.get(reverse("accounts:account")).content.decode()
+    once = re.search(r'name="once" value="([0-9a-f]{32})"', page).group(1)
+
+    first = client.post(reverse("accounts:token_create"), {"name": "laptop", "once": once})
+    again = client.post(reverse("accounts:token_create"), {"name": "laptop", "once": once}, follow=True)
+
+    assert first.status_code == 201 and ApiToken.objects.filter(user=people["owner"]).count() == 1
+    assert "That form was sent already" in again.content.decode()
+    fresh = re.search(r'name="once" value="([0-9a-f]{32})"', again.content.decode()).group(1)
+    assert fresh != once
+    client.post(reverse("accounts:token_create"), {"name": "desktop", "once": fresh})
+    assert ApiToken.objects.filter(user=people["owner"]).count() == 2
+
+
+@pytest.mark.django_db
 def test_a_token_used_again_within_a_minute_costs_no_write(client, people):
     key = token_create(user=people["owner"], name="ci").key
     api_runs(client, key)  # the first use writes last_used_at
