@@ -449,6 +449,9 @@ BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
 # Where `make run`'s web server listens (the Procfile's web line reads the same variables): bench_ready says it.
 BENCH_HOST = os.environ.get("BENCH_HOST", "127.0.0.1")
 BENCH_PORT = env_int("BENCH_PORT", 8000)
+# The site's address as people reach it, for links printed outside a page (bench_run's run pages): behind a proxy,
+# its public address.
+BENCH_SITE_URL = os.environ.get("BENCH_SITE_URL", f"http://{BENCH_HOST}:{BENCH_PORT}")
 
 LOGGING = {
     "version": 1,

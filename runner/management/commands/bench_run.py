@@ -3,7 +3,9 @@ import json
 import time
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
 
 from runner.agents.builtin import agents_builtin_ensure
 from runner.execution import run_execute
@@ -15,7 +17,7 @@ from task_bank.models import Task
 
 
 def run_line(run: Run, *, final: bool = False) -> dict:
-    line = {"run": run.pk, "task": run.task.slug, "agent": run.agent.name, "status": run.status}
+    line = {"run": run.pk, "task": run.task.slug, "agent": run.agent.name, "status": run.status, "page": run_page(run)}
     if final:
         line.update(
             final_score=run.final_score,
@@ -28,6 +30,11 @@ def run_line(run: Run, *, final: bool = False) -> dict:
         if run.eval_error and run.final_score is None:
             line["eval_error"] = run.eval_error[-500:]
     return line
+
+
+def run_page(run: Run) -> str:
+    """The run's page, on the site's address when the deployment names it (``BENCH_SITE_URL``)."""
+    return settings.BENCH_SITE_URL.rstrip("/") + reverse("runner:run_detail", args=[run.pk])
 
 
 def positive_seconds(text: str) -> float:
@@ -102,7 +109,16 @@ class Command(BaseCommand):
         if not (opts["wait"] or opts["inline"]):
             return
         pending = {run.pk for run in runs}
-        deadline = time.monotonic() + opts["timeout"] if opts["timeout"] else None
+        try:
+            self.wait(pending, timeout=opts["timeout"])
+        except KeyboardInterrupt:
+            pages = ", ".join(run_page(run) for run in runs if run.pk in pending)
+            self.stderr.write(f"stopped waiting; the runs go on without you: {pages}")
+            raise SystemExit(130) from None
+
+    def wait(self, pending: set[int], *, timeout: float | None) -> None:
+        """Until every run in ``pending`` ended: its final line on stdout, its progress on stderr."""
+        deadline = time.monotonic() + timeout if timeout else None
         said: dict[int, str] = {}
         while pending:
             now = with_queue_position(Run.objects.select_related("task", "agent").filter(pk__in=pending))

@@ -20,7 +20,8 @@ def bench_run(capsys, *args) -> list[dict]:
 def test_it_runs_the_baseline_inline_and_reports_the_eval_score(capsys, digits, tmp_path):
     lines = bench_run(capsys, "--agent", "baseline", "--task", "digits", "--inline")
 
-    assert lines[0] == {"run": lines[0]["run"], "task": "digits", "agent": "baseline", "status": "queued"}
+    page = f"http://127.0.0.1:8000/runs/{lines[0]['run']}/"  # the run's page on the site's address
+    assert lines[0] == {"run": lines[0]["run"], "task": "digits", "agent": "baseline", "status": "queued", "page": page}
     final = lines[-1]
     assert final["status"] == "finished"
     run = Run.objects.get(pk=final["run"])
@@ -37,6 +38,23 @@ def test_it_runs_the_baseline_inline_and_reports_the_eval_score(capsys, digits, 
     assert digits.baseline_score == pytest.approx(final["final_score"])
     assert final["improvement"] == pytest.approx(0.0)
     assert final["succeeded"] is False
+
+
+@pytest.mark.django_db
+def test_ctrl_c_while_waiting_says_the_runs_go_on_and_where_without_a_traceback(capsys, digits, monkeypatch, settings):
+    settings.BENCH_SITE_URL = "https://bench.example.org/"
+
+    def interrupted(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("runner.management.commands.bench_run.time.sleep", interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        call_command("bench_run", "--agent", "baseline", "--task", "digits", "--wait")
+    run = Run.objects.get()
+    said = capsys.readouterr()
+    assert stopped.value.code == 130 and "Traceback" not in said.err
+    assert f"stopped waiting; the runs go on without you: https://bench.example.org/runs/{run.pk}/" in said.err
+    assert run.is_live  # nothing cancelled it
 
 
 @pytest.mark.django_db
