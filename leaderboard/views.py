@@ -1,13 +1,13 @@
 from dataclasses import asdict
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
+from core.roles import is_staff, staff_required
 from runner.execution.preparation import prepared_env_listing
 from runner.execution.validation import task_version_revalidate
 from runner.jobs import QueueUnreachable
@@ -56,7 +56,9 @@ def home_view(request: HttpRequest) -> HttpResponse:
 
 
 def task_list_view(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/task_list.html", {"tasks": tasks_list(viewer=request.user)})
+    """The task bank; staff see the retired tasks too (marked), so that one can be enabled again."""
+    tasks = tasks_list(viewer=request.user, include_retired=is_staff(request.user))
+    return render(request, "leaderboard/task_list.html", {"tasks": tasks})
 
 
 def mlagentbench_tasks_view(request: HttpRequest) -> HttpResponse:
@@ -188,7 +190,7 @@ def leaderboard_compare_view(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/compare.html", context, status=400 if context["error"] else 200)
 
 
-@staff_member_required
+@staff_required
 @require_POST
 def task_validate_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Staff's "Validate" on the task page: a new validation round of its current version, in the background."""
@@ -205,7 +207,7 @@ def task_validate_view(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("leaderboard:task_detail", slug=task.slug)
 
 
-@staff_member_required
+@staff_required
 @require_POST
 def task_prepare_answers_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Staff's answers to the questions the task's prepare.py asks on its standard input, a line each; then a new
@@ -217,12 +219,15 @@ def task_prepare_answers_view(request: HttpRequest, slug: str) -> HttpResponse:
     return task_validate_view(request, slug)
 
 
-@staff_member_required
+@staff_required
 @require_POST
 def task_enabled_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Staff's "Retire" (no new runs; its runs stay) and "Enable" on the task page."""
     task = get_object_or_404(Task, slug=slug)
     enabled = request.POST.get("enabled") == "1"
+    if not enabled and request.POST.get("confirm") != "1":
+        messages.error(request, f"{task.slug}: not retired; tick the box that says it takes no new runs, then Retire.")
+        return redirect("leaderboard:task_detail", slug=task.slug)
     task_set_enabled(task=task, enabled=enabled)
     messages.success(request, f"{task.slug}: {'enabled, it takes new runs' if enabled else 'retired: no new runs'}.")
     return redirect("leaderboard:task_detail", slug=task.slug)

@@ -16,8 +16,8 @@ def test_staff_validate_and_retire_from_the_task_page_and_nobody_else_can(client
 
     client.force_login(people["stranger"])
     assert "task-validate" not in client.get(page).content.decode()
-    assert client.post(validate).status_code == 302 and not Run.objects.exists()  # sent to the staff sign-in
-    client.post(retire, {"enabled": "0"})
+    assert client.post(validate).status_code == 403 and not Run.objects.exists()  # staff only
+    client.post(retire, {"enabled": "0", "confirm": "1"})
     assert Task.objects.get(slug="tiny").is_enabled
 
     client.force_login(people["staff"])
@@ -29,9 +29,16 @@ def test_staff_validate_and_retire_from_the_task_page_and_nobody_else_can(client
     assert "under way already" in client.post(validate, follow=True).content.decode()
     assert client.get(validate).status_code == 405
 
-    client.post(retire, {"enabled": "0"})
+    unconfirmed = client.post(retire, {"enabled": "0"}, follow=True).content.decode()
+    assert "not retired; tick the box" in unconfirmed and Task.objects.get(slug="tiny").is_enabled
+    client.post(retire, {"enabled": "0", "confirm": "1"})
     assert not Task.objects.get(slug="tiny").is_enabled
     assert "task-enable" in client.get(page).content.decode()
+    listed = client.get(reverse("leaderboard:task_list")).content.decode()  # staff find it again from the list
+    assert 'href="/tasks/tiny/"' in listed and '<span class="badge retired">retired</span>' in listed
+    client.force_login(people["stranger"])
+    assert 'href="/tasks/tiny/"' not in client.get(reverse("leaderboard:task_list")).content.decode()
+    client.force_login(people["staff"])
     client.post(retire, {"enabled": "1"})
     assert Task.objects.get(slug="tiny").is_enabled
 
