@@ -101,7 +101,7 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     runs, and infrastructure failures, which are read too so that each row can show how many it had, and which
     ``options.include_infrastructure`` counts as failed runs, to show what they would change. Only runs the
     platform executed and scored (``.verified()``) unless ``options.include_self_reported``: runs imported from
-    logs made elsewhere then count too, once scored (an upload's run waits for its score: ``score_pending_since``).
+    logs made elsewhere then count too, once scored here (``.judged()``).
     (Which tasks and versions: ``ranked_runs``.) Under MLAgentBench's counting (``options.counting``) only what its
     tables count (``Run.MLAGENTBENCH_COUNTED``), with the scores ``scores_counted`` keeps."""
     if options.counting == MLAGENTBENCH:  # what its tables count; infrastructure failures never
@@ -111,8 +111,9 @@ def counted_runs(*, viewer: Viewer, options: RankingOptions = DEFAULT_OPTIONS) -
     else:
         counted = Run.COUNTED | Run.INFRASTRUCTURE_FAILURE if options.include_infrastructure else Run.COUNTED
     runs = runs_visible_to(viewer).trials().read_by_rankings()
-    # Self-reported runs count once scored (an upload's run waits for its score).
-    runs = runs.filter(score_pending_since__isnull=True) if options.include_self_reported else runs.verified()
+    # Self-reported runs count once scored here (an upload's run waits for its score; a log without a workspace
+    # has none, whatever the log says it scored).
+    runs = runs.judged() if options.include_self_reported else runs.verified()
     if options.counting in PLOT_COUNTINGS:  # improvements against plot.py's baseline
         runs = runs.annotate(plot_baseline=plot_baseline(), plot_best=plot_best_score(scores_counted(options)))
         runs = runs.annotate(

@@ -310,6 +310,12 @@ class RunQuerySet(models.QuerySet):
         """Imported from logs made elsewhere."""
         return self.exclude(origin=Run.Origin.VERIFIED)
 
+    def judged(self) -> RunQuerySet:
+        """Verified, or self-reported and scored here: a log's run counts once its final workspace has a score (an
+        upload's run waits for it; a log that brought no workspace, such as an Inspect log's, never has one)."""
+        scored = models.Q(score_pending_since__isnull=True, final_score__isnull=False)
+        return self.filter(models.Q(origin=Run.Origin.VERIFIED) | scored)
+
     def ended(self) -> RunQuerySet:
         """Will not change status again (``Run.ENDED``)."""
         return self.filter(status__in=Run.ENDED)

@@ -1,0 +1,28 @@
+"""Self-reported runs count with ?origin=all only once scored here: an import whose log brought no workspace (an
+Inspect log's) is shown but never counted, and its page says so rather than that it was scored."""
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.urls import reverse
+
+from leaderboard.query import RankingOptions
+from leaderboard.selectors import leaderboard_rows
+from runner.models import Run
+from tests.factories import AgentFactory, RunFactory
+
+ALL = RankingOptions(include_self_reported=True)
+
+
+@pytest.mark.django_db
+def test_an_unscored_import_is_not_counted_and_its_page_says_why(client, tiny_task_ready):
+    agent = AgentFactory(name="elsewhere")
+    unscored = RunFactory(task_version=tiny_task_ready, agent=agent, origin=Run.Origin.SELF_REPORTED, succeeded=None)
+    rows = leaderboard_rows(viewer=AnonymousUser(), options=ALL)
+    assert [row for row in rows if row["agent__name"] == "elsewhere"] == []
+    page = client.get(reverse("runner:run_detail", args=[unscored.pk])).content.decode()
+    assert "was scored here" not in page and "it has no score from here" in page
+
+    RunFactory(task_version=tiny_task_ready, agent=agent, origin=Run.Origin.SELF_REPORTED, final_score=3.0,
+               succeeded=True)  # fmt: skip
+    (row,) = [row for row in leaderboard_rows(viewer=AnonymousUser(), options=ALL) if row["agent__name"] == "elsewhere"]
+    assert row["runs"] == 1
