@@ -42,7 +42,7 @@ from ..selectors import storage_refusal
 from ..text import db_json, db_text
 from ..workspace.snapshots import BlobStore, Manifest
 from .exports import OVERALL_TIME
-from .inspect_read import inspect_log_read
+from .inspect_read import inspect_log_read, inspect_model
 from .read import (
     ERROR_LIMIT,
     ERROR_OBSERVATIONS,
@@ -440,7 +440,7 @@ def inspect_import(
                 log=log_,
                 version=version,
                 agent_spec=agent_spec,
-                model=model if model is not None else str(log_.extras.get("model") or header.get("model") or ""),
+                model=model if model is not None else str(log_.extras.get("model") or inspect_model(header)),
                 owner=owner,
                 snapshots=[""] * len(log_.steps),
                 initial=prepared[version.pk].env_manifest_sha,

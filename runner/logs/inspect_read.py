@@ -14,6 +14,9 @@ model, usage and each step's timing as they were recorded.
 
 from __future__ import annotations
 
+import re
+import zipfile
+import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -34,8 +37,8 @@ from .read import (
     log_number,
 )
 
-EXPECTED_INSPECT = "an Inspect AI eval log in JSON (what inspect_ai.log.write_eval_log writes to a .json name)"
-#: Inspect's other log format, a zip: named to say how to convert it.
+EXPECTED_INSPECT = "an Inspect AI eval log, in JSON (.json) or in its zip format (.eval)"
+#: Inspect's own log format, a zip of JSON documents (its default).
 EVAL_SUFFIX = ".eval"
 
 
@@ -171,7 +174,7 @@ def _sample_log(sample: dict, where: str, header: dict) -> Log:
         extras = {
             "format": EXTRAS_FORMAT,
             "task": header.get("task"),
-            "model": header.get("model"),
+            "model": inspect_model(header),
             "steps": timing,
             "usage": _sample_usage(sample, where),
             "final_score": _reported_score(sample),
@@ -191,6 +194,16 @@ def _sample_log(sample: dict, where: str, header: dict) -> Log:
         error=None,
         extras=extras,
     )
+
+
+#: The model name Inspect records when a task ran with none.
+NO_MODEL = "none/none"
+
+
+def inspect_model(header: dict) -> str:
+    """The model the eval ran with ("" when it ran with none: Inspect writes none/none)."""
+    model = str(header.get("model") or "")
+    return "" if model == NO_MODEL else model
 
 
 def _reported_score(sample: dict) -> float | None:
@@ -218,25 +231,78 @@ def _sample_usage(sample: dict, where: str) -> dict:
     return usage
 
 
-def inspect_log_read(path: Path) -> tuple[dict, list[Log]]:
-    """Read and check an Inspect log file: its eval header and one ``Log`` per sample (``LogImportError`` on
-    anything wrong)."""
-    if path.suffix.lower() == EVAL_SUFFIX:
-        raise LogImportError(
-            f"{path.name} is an Inspect log in its .eval (zip) format; expected {EXPECTED_INSPECT}: convert it "
-            "with `inspect log convert --to json`"
-        )
+def _too_big(size: int) -> LogImportError:
+    return LogImportError(
+        f"the log is {size} bytes; at most {settings.BENCH_TRACE_JSON_MAX_BYTES} bytes are read "
+        "(BENCH_TRACE_JSON_MAX_BYTES)"
+    )
+
+
+def _json_log_read(path: Path) -> object:
     size = path.stat().st_size
     if size > settings.BENCH_TRACE_JSON_MAX_BYTES:
-        raise LogImportError(
-            f"the log is {size} bytes; at most {settings.BENCH_TRACE_JSON_MAX_BYTES} bytes are read "
-            "(BENCH_TRACE_JSON_MAX_BYTES)"
-        )
+        raise _too_big(size)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise LogImportError(f"the log is not UTF-8 text; expected {EXPECTED_INSPECT}") from None
-    data = _json_parse(text, path.name)
+    return _json_parse(text, path.name)
+
+
+#: What an Inspect .eval log (a zip) holds that is read: its header and its samples, one JSON document each.
+EVAL_HEADER = "header.json"
+EVAL_SAMPLES = re.compile(r"samples/(.+)_epoch_(\d+)\.json")
+EVAL_MAX_MEMBERS = 100_000
+
+
+def _eval_zip_read(path: Path) -> dict:
+    """An Inspect log in its .eval format (a zip of JSON documents: header.json, samples/<id>_epoch_<n>.json) as
+    the JSON format holds it: the header's fields and ``samples``. Read within BENCH_TRACE_JSON_MAX_BYTES,
+    unpacked, without inspect_ai."""
+    limit = settings.BENCH_TRACE_JSON_MAX_BYTES
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            if len(members) > EVAL_MAX_MEMBERS:
+                raise LogImportError(f"{path.name} holds {len(members)} files; at most {EVAL_MAX_MEMBERS} are read")
+            if (size := sum(member.file_size for member in members)) > limit:
+                raise _too_big(size)
+            names = {member.filename for member in members}
+            if EVAL_HEADER not in names:
+                raise LogImportError(f"{path.name} is a zip without {EVAL_HEADER}; expected an Inspect AI .eval log")
+            read = 0
+
+            def document(name: str) -> object:
+                nonlocal read
+                with archive.open(name) as member:
+                    data = member.read(limit - read + 1)
+                read += len(data)
+                if read > limit:
+                    raise _too_big(read)
+                try:
+                    return _json_parse(data.decode("utf-8"), f"{path.name}: {name}")
+                except UnicodeDecodeError:
+                    raise LogImportError(f"{path.name}: {name} is not UTF-8 text") from None
+
+            header = document(EVAL_HEADER)
+            if not isinstance(header, dict):
+                raise LogImportError(f"{path.name}: {EVAL_HEADER} is not an object")
+            found = [(m, name) for name in names if (m := EVAL_SAMPLES.fullmatch(name))]
+            ordered = sorted(found, key=lambda item: (int(item[0][2]), _natural(item[0][1])))
+            return {**header, "samples": [document(name) for _, name in ordered]}
+    except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        raise LogImportError(f"{path.name} is not a readable zip ({exc}); an Inspect AI .eval log is one") from None
+
+
+def _natural(sample_id: str) -> tuple:
+    """Sample ids in their order: 2 before 10."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", sample_id))
+
+
+def inspect_log_read(path: Path) -> tuple[dict, list[Log]]:
+    """Read and check an Inspect log file: its eval header and one ``Log`` per sample (``LogImportError`` on
+    anything wrong)."""
+    data = _eval_zip_read(path) if path.suffix.lower() == EVAL_SUFFIX else _json_log_read(path)
     if not isinstance(data, dict) or not isinstance(data.get("eval"), dict) or "version" not in data:
         raise LogImportError(
             f"{path.name} is not an Inspect AI eval log (no version and eval); expected {EXPECTED_INSPECT}"

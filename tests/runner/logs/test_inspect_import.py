@@ -4,6 +4,7 @@ wrote (``inspect_ai.log.write_eval_log``), and every bad log refused with one me
 from __future__ import annotations
 
 import json
+import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -120,14 +121,16 @@ def their_sample(sample_id: int, problem: str, **fields) -> EvalSample:
     )
 
 
-def write_their_log(path: Path, samples: list[EvalSample], *, task: str = "mlab/value") -> Path:
+def write_their_log(
+    path: Path, samples: list[EvalSample], *, task: str = "mlab/value", model: str = "openai/gpt-4o"
+) -> Path:
     log = EvalLog(
         status="success",
         eval=EvalSpec(
             created=T0.isoformat(),
             task=task,
             dataset=EvalDataset(name=task),
-            model="openai/gpt-4o",
+            model=model,
             config=EvalConfig(),
         ),
         samples=samples,
@@ -137,10 +140,11 @@ def write_their_log(path: Path, samples: list[EvalSample], *, task: str = "mlab/
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_log_the_library_wrote_becomes_a_run_per_sample(tiny_task, tmp_path):
+@pytest.mark.parametrize("name", ["theirs.json", "theirs.eval"])  # JSON, and Inspect's own (default) zip format
+def test_a_log_the_library_wrote_becomes_a_run_per_sample(tiny_task, tmp_path, name):
     problem = tiny_task.research_problem
     log = write_their_log(
-        tmp_path / "theirs.json",
+        tmp_path / name,
         [
             their_sample(1, problem),
             their_sample(2, problem, error={"message": "sandbox died", "traceback": "", "traceback_ansi": ""}),
@@ -169,6 +173,13 @@ def test_a_log_the_library_wrote_becomes_a_run_per_sample(tiny_task, tmp_path):
     assert (limited.status, limited.failure_kind) == ("timed_out", "limit")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_log_of_an_eval_run_with_no_model_shows_none_not_none_slash_none(tiny_task, tmp_path):
+    log = write_their_log(tmp_path / "nomodel.eval", [their_sample(1, tiny_task.research_problem)], model="none/none")
+    call_command("import_log", str(log), "--agent", "their-agent")
+    assert Run.objects.get().model == ""
+
+
 def _their_log_json(tmp_path: Path, change=None, *, samples: int = 1) -> Path:
     """A log the library wrote, as JSON, changed by ``change`` (a function of the parsed document)."""
     path = write_their_log(tmp_path / "base.json", [their_sample(i, "Make value.txt larger.") for i in range(samples)])
@@ -188,6 +199,17 @@ def _text_file(name: str, text: str):
     return make
 
 
+def _zip_file(name: str, members: dict[str, str]):
+    def make(tmp_path: Path) -> Path:
+        path = tmp_path / name
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for member, text in members.items():
+                archive.writestr(member, text)
+        return path
+
+    return make
+
+
 def _changed(change, **kwargs):
     return lambda tmp_path: _their_log_json(tmp_path, change, **kwargs)
 
@@ -200,9 +222,17 @@ BAD_LOGS = {
     "not JSON": (_text_file("log.json", "{not json"), "log.json does not parse as JSON"),
     "JSON that is not an Inspect log": (
         _text_file("log.json", '{"steps": []}'),
-        "log.json is not an Inspect AI eval log \\(no version and eval\\); expected an Inspect AI eval log in JSON",
+        "log.json is not an Inspect AI eval log \\(no version and eval\\); expected an Inspect AI eval log, in JSON",
     ),
-    "the zip format": (_text_file("log.eval", "PK"), "log.eval is an Inspect log in its .eval \\(zip\\) format"),
+    "an .eval that is no zip": (_text_file("log.eval", "PK"), "log.eval is not a readable zip"),
+    "a zip that is no .eval log": (
+        _zip_file("log.eval", {"notes.txt": "hello"}),
+        "log.eval is a zip without header.json; expected an Inspect AI .eval log",
+    ),
+    "an .eval too large to read": (
+        _zip_file("log.eval", {"header.json": "{}", "samples/1_epoch_1.json": " " * 200_000}),
+        "the log is .* bytes; at most 100000 bytes are read \\(BENCH_TRACE_JSON_MAX_BYTES\\)",
+    ),
     "a log too large to read": (
         _changed(lambda d: d["samples"][0].update(input="x" * 200_000)),
         "the log is .* bytes; at most 100000 bytes are read \\(BENCH_TRACE_JSON_MAX_BYTES\\)",

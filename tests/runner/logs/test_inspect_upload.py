@@ -55,7 +55,7 @@ def test_a_log_uploaded_through_the_api_is_a_self_reported_run_per_sample_of_the
     [
         ("run.zip", b"PK\x03\x04", "run.zip is not an Inspect log: its name ends in .json or .eval"),
         ("theirs.json", b"{not json", "theirs.json"),
-        ("theirs.eval", b"PK\x03\x04", "convert it"),
+        ("theirs.eval", b"PK\x03\x04", "theirs.eval is not a readable zip"),
         ("é" * 250 + ".json", b"{not json", "upload.json does not parse as JSON"),  # a name too long to keep
     ],
 )
@@ -96,12 +96,16 @@ def test_a_log_uploaded_on_the_site_opens_its_first_run_and_says_what_came_in(th
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_inspect_log_in_its_zip_format_is_refused_on_the_site_with_how_to_convert_it(
-    client, people, tiny_task_ready
-):
+def test_an_inspect_log_in_its_zip_format_is_imported_on_the_site(client, people, tiny_task_ready, tmp_path):
+    from tests.runner.logs.test_inspect_import import their_sample, write_their_log
+
+    log = write_their_log(tmp_path / "theirs.eval", [their_sample(1, tiny_task_ready.research_problem)])
     client.force_login(people["stranger"])
 
-    response = upload(client, PAGE, b"PK\x03\x04", "theirs.eval", task="tiny")
+    response = upload(client, PAGE, log.read_bytes(), "theirs.eval", task="tiny", agent="their-agent")
 
-    assert response.status_code == 400 and b"convert it" in response.content
-    assert not Run.objects.exists()
+    (run,) = Run.objects.all()
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert run.steps_count == 2 and run.model == "openai/gpt-4o"
+    broken = upload(client, PAGE, b"PK\x03\x04", "broken.eval", task="tiny")
+    assert broken.status_code == 400 and b"broken.eval is not a readable zip" in broken.content
