@@ -52,9 +52,8 @@ def test_the_page_reads_workers_and_runs_in_a_fixed_number_of_queries(
         worker(f"w{i}@h", beat_ago_s=1)
         RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, worker=f"w{i}@h")
     client.force_login(people["staff"])
-    with django_assert_num_queries(
-        5
-    ):  # the session, the user, the header's pending submissions, the workers, their runs
+    # the session, the user, the header's pending submissions and held runs, the workers, their runs
+    with django_assert_num_queries(6):
         client.get("/workers/")
 
 
@@ -64,7 +63,10 @@ def test_only_staff_see_the_workers(client, people, who):
     if who != "anonymous":
         client.force_login(people[who])
     answer = client.get("/workers/")
-    assert answer.status_code == 302 and "login" in answer["Location"]
+    if who == "anonymous":  # to the site's sign-in, not the admin's
+        assert answer.status_code == 302 and answer["Location"] == "/account/login/?next=/workers/"
+    else:
+        assert answer.status_code == 403
     assert 'href="/workers/"' not in client.get("/").content.decode()
 
 
