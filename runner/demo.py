@@ -2,10 +2,11 @@
 on the quick ones, so that a new site's leaderboard has verified rows within minutes.
 
 Its runs go to the demo's queue (``Run.Queue.DEMO``), served by a worker of its own (the Procfile's ``demo``
-process), so a run a person asks for never waits behind them. They are queued in the order they should run: the
-tasks by their time limit (shortest first: a task's author sets it by how long its work takes), each quick task's
-validation round followed by one run of the tuner (an agent that needs no model) on it, then the slow tasks'
-rounds."""
+process), so a run a person asks for never waits behind them. They are queued in the order they should run: every
+task's validation round first, the tasks by their time limit (shortest first: a task's author sets it by how long
+its work takes), so that no task waits behind an agent's run to become ready; then one run of the tuner (an agent
+that needs no model) on each quick task, in the same order, each within ``DEMO_TUNER_TIME_S`` (the tuner stops its
+search and submits its best in time), so that a slow task's search cannot hold the demo for long."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from task_bank.models import Task
 
 from .agents.builtin import agents_builtin_ensure
 from .execution.validation import task_version_validate_queue
-from .models import Run, RunSpec
+from .models import Run, RunLimits, RunSpec
 from .services import RunRequestError, batch_create
 
-#: A task whose runs may take at most this long is quick: the demo runs the tuner on it right after its round.
+#: A task whose runs may take at most this long is quick: the demo runs the tuner on it.
 QUICK_TASK_S = 3600
+#: The time each of the demo's tuner runs has (its task's limit when that is shorter).
+DEMO_TUNER_TIME_S = 300
 
 
 def demo_queue() -> list[Run]:
@@ -27,13 +30,16 @@ def demo_queue() -> list[Run]:
     tuner = next(agent for agent in agents_builtin_ensure() if agent.name == "tuner")
     runs: list[Run] = []
     for task in tasks:
+        runs += task_version_validate_queue(version=task.current_version, demo=True)
+    for task in tasks:
         version = task.current_version
-        runs += task_version_validate_queue(version=version, demo=True)
-        if version.max_time_s <= QUICK_TASK_S and not version.serve_script:
-            try:
-                runs += batch_create(
-                    spec=RunSpec(tuner), tasks=[task], note="demo: the tuner on a quick task", demo=True
-                )[1]
-            except RunRequestError:  # a task the tuner cannot take (retired by an admin before the first start)
-                continue
+        if version.max_time_s > QUICK_TASK_S or version.serve_script:
+            continue
+        limits = RunLimits(max_time_s=min(version.max_time_s, DEMO_TUNER_TIME_S))
+        try:
+            runs += batch_create(
+                spec=RunSpec(tuner, limits=limits), tasks=[task], note="demo: the tuner on a quick task", demo=True
+            )[1]
+        except RunRequestError:  # a task the tuner cannot take (retired by an admin before the first start)
+            continue
     return runs
