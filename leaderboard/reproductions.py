@@ -121,6 +121,7 @@ def _comparison(original: dict[str, dict], again: dict[str, dict], state: str) -
         "state_label": Submission.State(state).label,
         "ended": ended,
         "verdict": judged["verdict"] if ended else Submission.State(state).label.lower(),
+        "needs": judged.get("needs", "") if ended else "",  # what a verdict of too few runs waits for
     }
 
 

@@ -171,12 +171,14 @@ def paired_difference(tasks: list[tuple[int, int, int, int]], *, resamples: int 
     tasks of A's success rate minus B's. ``tasks`` holds, per task, (A's successes, A's runs, B's successes,
     B's runs). None without a task in common.
 
-    The 95% interval is a stratified percentile bootstrap, seeded so a page shows the same interval every time:
-    each of ``resamples`` times, each side's runs on each task are drawn again with replacement from that side's
-    own outcomes there (the tasks stay fixed: the question is about these tasks), and the mean difference is
-    recomputed; the interval runs from the 2.5th to the 97.5th percentile of those differences. A side with one
-    run on a task has no spread to redraw from, so the interval would be the estimate itself: there is none then
-    (``interval`` None, ``fewest_runs`` saying why)."""
+    The 95% interval comes from draws, seeded so a page shows the same interval every time: each of ``resamples``
+    times, each side's success rate on each task is drawn from what its runs there allow (a Beta distribution with
+    Jeffreys' prior: successes + 1/2, failures + 1/2; the tasks stay fixed: the question is about these tasks), and
+    the mean difference is recomputed; the interval runs from the 2.5th to the 97.5th percentile of those
+    differences. A side that succeeded on all of its few runs, or none, is still uncertain: three runs of 3 out of
+    3 do not say the rate is 1 (a percentile bootstrap, which redraws the runs themselves, would give the interval
+    [estimate, estimate] there). A side with one run on a task has too little to draw from: there is no interval
+    then (``interval`` None, ``fewest_runs`` saying why)."""
     if not tasks:
         return None
     fewest = min(min(na, nb) for _, na, _, nb in tasks)
@@ -188,8 +190,7 @@ def paired_difference(tasks: list[tuple[int, int, int, int]], *, resamples: int 
     rng = Random(seed)
 
     def redraw(successes: int, runs: int) -> float:
-        rate = successes / runs
-        return sum(rng.random() < rate for _ in range(runs)) / runs
+        return rng.betavariate(successes + 0.5, runs - successes + 0.5)
 
     interval = None
     if fewest >= 2:
@@ -225,10 +226,24 @@ def reproduction_verdict(tasks: dict[str, tuple[int, int, int, int]]) -> dict:
         per_task[task] = {"verdict": TOO_FEW if few else _interval_verdict(result), "result": result}
     if not per_task or any(t["verdict"] == TOO_FEW for t in per_task.values()):
         usable = [counts for counts in tasks.values() if min(counts[1], counts[3]) >= 1]
-        return {"verdict": TOO_FEW, "result": paired_difference(usable), "tasks": per_task}
+        return {"verdict": TOO_FEW, "result": paired_difference(usable), "tasks": per_task, "needs": _needs(tasks)}
     overall = paired_difference(list(tasks.values()))
     differs = _interval_verdict(overall) == DIFFERS or any(t["verdict"] == DIFFERS for t in per_task.values())
     return {"verdict": DIFFERS if differs else HOLDS, "result": overall, "tasks": per_task}
+
+
+def _needs(tasks: dict[str, tuple[int, int, int, int]]) -> str:
+    """What a verdict of too few runs waits for: the counted runs each side lacks on each task."""
+    least = REPRODUCTION_RUNS_LEAST
+    if not tasks:
+        return "a task the original has counted runs on"
+    lacking = [
+        f"{task}: {least - runs} more {side} run{'s' if least - runs > 1 else ''}"
+        for task, (_, again, _, original) in sorted(tasks.items())
+        for side, runs in (("reproduction", again), ("original", original))
+        if runs < least
+    ]
+    return f"at least {least} counted runs on both sides of every task ({'; '.join(lacking)})"
 
 
 def _interval_verdict(result: dict) -> str:
