@@ -496,7 +496,7 @@ def _run_record(
         max_time_s=version.max_time_s,
         attempt=1,
         steps_count=len(log.steps),
-        final_answer=db_text(_final_answer(final_answer)),
+        final_answer=db_text(_final_answer(final_answer) or str(log.extras.get("answer") or "")),
         initial_snapshot=initial,
         final_snapshot=final,
         stored_bytes=stored_bytes,
@@ -518,8 +518,12 @@ def _run_times(log: Log, timing: dict, usage: dict) -> tuple[float | None, dict]
     """When the run started (None for a log with no steps), and the run's fields of time: its start as this
     platform recorded it, else its wall time before its last step ended, else when its first step ended."""
     wall = log.overall_time if log.overall_time is not None else log_number(usage.get("wall_seconds"))
-    if not log.steps:
-        return None, {"started_at": None, "finished_at": None, "wall_seconds": wall or 0}
+    if not log.steps:  # an Inspect sample without a tool call: the sample's own times, when it has them
+        began, ended = log_number(log.extras.get("started_at")), log_number(log.extras.get("completed_at"))
+        if began is None:
+            return None, {"started_at": None, "finished_at": None, "wall_seconds": wall or 0}
+        ended = ended if ended is not None else began + (wall or 0)
+        return began, {"started_at": _when(began), "finished_at": _when(ended), "wall_seconds": wall or 0}
     first, last = log.steps[0].timestamp, log.steps[-1].timestamp
     recorded = log_number(timing.get(0, {}).get("started_at"))
     start = recorded if recorded is not None else (last - wall if wall is not None else first)

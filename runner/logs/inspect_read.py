@@ -178,6 +178,10 @@ def _sample_log(sample: dict, where: str, header: dict) -> Log:
             "steps": timing,
             "usage": _sample_usage(sample, where),
             "final_score": _reported_score(sample),
+            # A sample with no tool call has no step to carry its times or its answer: the run takes the sample's.
+            "started_at": _when(sample.get("started_at"), f"{where}'s started_at"),
+            "completed_at": _when(sample.get("completed_at"), f"{where}'s completed_at"),
+            "answer": _answer(sample),
             **_ending(sample),
         }
     total = sample.get("working_time", sample.get("total_time"))
@@ -194,6 +198,16 @@ def _sample_log(sample: dict, where: str, header: dict) -> Log:
         error=None,
         extras=extras,
     )
+
+
+def _answer(sample: dict) -> str:
+    """What the sample's model answered last (its output's completion, else its first choice's text)."""
+    output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
+    if isinstance(output.get("completion"), str) and output["completion"]:
+        return output["completion"]
+    choices = output.get("choices") if isinstance(output.get("choices"), list) else []
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    return message_text(message.get("content")) if isinstance(message, dict) else ""
 
 
 #: The model name Inspect records when a task ran with none.

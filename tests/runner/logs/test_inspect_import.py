@@ -174,6 +174,19 @@ def test_a_log_the_library_wrote_becomes_a_run_per_sample(tiny_task, tmp_path, n
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_sample_without_tool_calls_keeps_its_times_and_its_answer(tiny_task, tmp_path):
+    sample = EvalSample(
+        id=1, epoch=1, input=tiny_task.research_problem, target="",
+        output=ModelOutput.from_content(model="openai/gpt-4o", content="The answer is 42."),
+        started_at=T0.isoformat(), completed_at=(T0 + timedelta(seconds=7)).isoformat(), working_time=6.0,
+    )  # fmt: skip
+    call_command("import_log", str(write_their_log(tmp_path / "chat.eval", [sample])), "--agent", "their-agent")
+    run = Run.objects.get()
+    assert (run.steps_count, run.status, run.final_answer) == (0, "finished", "The answer is 42.")
+    assert (run.started_at, run.finished_at, run.wall_seconds) == (T0, T0 + timedelta(seconds=7), 6.0)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_log_of_an_eval_run_with_no_model_shows_none_not_none_slash_none(tiny_task, tmp_path):
     log = write_their_log(tmp_path / "nomodel.eval", [their_sample(1, tiny_task.research_problem)], model="none/none")
     call_command("import_log", str(log), "--agent", "their-agent")
