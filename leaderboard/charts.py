@@ -13,6 +13,12 @@ from .stats import pareto_frontier
 PALETTE = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 
 
+def entrant_colours(names) -> dict[str, str]:
+    """One colour per entrant, by the sorted names of every entrant a page shows: each chart of the page draws an
+    entrant in the same colour, whichever entrants that chart has."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(names)))}
+
+
 def entrant(row: dict) -> str:
     """The entrant's name as a chart shows it (as text, whatever its version string holds)."""
     model = f" · {row['model']}" if row.get("model") else ""
@@ -40,11 +46,12 @@ def _interval_text(row: dict) -> str:
     return f"[{_percent(low):g}–{_percent(high):g}%] n={row['runs']}"
 
 
-def success_by_task_figure(cells: list[dict]) -> dict:
+def success_by_task_figure(cells: list[dict], *, colours: dict[str, str] | None = None) -> dict:
     """Grouped bars: success rate (%) per task, one bar per agent/model, with its 95% Wilson interval as an error
     bar (a rate over few runs says little: the bar shows how little)."""
     tasks = sorted({c["task__slug"] for c in cells})
     entrants = sorted({entrant(c) for c in cells})
+    colours = colours or entrant_colours(entrants)
     bars = []
     for name in entrants:
         by_task = {c["task__slug"]: c for c in cells if entrant(c) == name}
@@ -64,6 +71,7 @@ def success_by_task_figure(cells: list[dict]) -> dict:
                 "cliponaxis": False,
                 "customdata": [_interval_text(c) if c else "" for c in places],
                 "hovertemplate": "%{x}: %{y}% %{customdata}<extra>" + name + "</extra>",
+                "marker": {"color": colours[name]},
                 "type": "bar",
             }
         )
@@ -100,14 +108,17 @@ def label_places(points: list[tuple[float, float]], *, x_span: float, y_span: fl
     return places
 
 
-def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | None = None) -> dict:
+def cost_vs_success_figure(
+    rows: list[dict], *, href: Callable[[dict], str] | None = None, colours: dict[str, str] | None = None
+) -> dict:
     """Scatter: mean cost per run against success rate with its 95% Wilson interval, one coloured, named point
     per agent/model (a row without a counted run has no rate, so no point), and the Pareto frontier of the points
     as a dotted step line (drawn from two points up). The frontier is of the point estimates: the intervals say
     how sure it is. ``href(row)``: where a click on the row's point leads (static/js/charts.js opens a point's
     ``customdata[1]``), the list of the runs behind it."""
-    rows = sorted((r for r in rows if r["success_rate"] is not None), key=entrant)  # the bar chart's order, so
-    highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)  # an entrant has one colour in both
+    rows = sorted((r for r in rows if r["success_rate"] is not None), key=entrant)
+    colours = colours or entrant_colours(entrant(r) for r in rows)
+    highest = max((float(r["mean_cost"] or 0) for r in rows), default=0)
     top = highest * 1.3 if highest else 1
     points = [(float(r["mean_cost"] or 0), _percent(r["success_rate"])) for r in rows]
     places = label_places(points, x_span=top * 1.06, y_span=RATE_AXIS[1] - RATE_AXIS[0])
@@ -124,7 +135,7 @@ def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | No
                 "customdata": [[_interval_text(row), href(row) if href else ""]],
                 "mode": "markers+text" if place else "markers",
                 "textposition": place or "middle right",
-                "marker": {"size": 8 + min(row["runs"], 40)},
+                "marker": {"size": 8 + min(row["runs"], 40), "color": colours[name]},
                 "hovertemplate": "%{text}<br>cost per run %{x:.4f}<br>success %{y}% %{customdata[0]}<extra></extra>",
                 "type": "scatter",
             }
@@ -154,12 +165,14 @@ def cost_vs_success_figure(rows: list[dict], *, href: Callable[[dict], str] | No
     return figure(traces, layout=layout)
 
 
-def improvement_distribution_figure(improvements: list[dict]) -> dict:
+def improvement_distribution_figure(improvements: list[dict], *, colours: dict[str, str] | None = None) -> dict:
     """Boxes: the improvement (%) of each scored counted run, per task (x) and agent/model (one box each, every
     run drawn beside it as a point), so a mean can be read with the spread behind it. ``improvements``: one dict
     per run, with the entrant's names, ``task__slug`` and ``improvement``."""
+    names = sorted({entrant(r) for r in improvements})
+    colours = colours or entrant_colours(names)
     boxes = []
-    for name in sorted({entrant(r) for r in improvements}):  # the bar chart's order, so the same colours
+    for name in names:
         runs = [r for r in improvements if entrant(r) == name]
         boxes.append(
             {
@@ -171,19 +184,22 @@ def improvement_distribution_figure(improvements: list[dict]) -> dict:
                 "pointpos": 0,
                 "boxmean": True,
                 "hovertemplate": "%{x}: %{y}%<extra>" + name + "</extra>",
+                "marker": {"color": colours[name]},
                 "type": "box",
             }
         )
     return figure(boxes, layout=_improvement_layout("Improvement over the baseline per task (each run a point)"))
 
 
-def improvement_boxes_figure(boxes: list[dict]) -> dict:
+def improvement_boxes_figure(boxes: list[dict], *, colours: dict[str, str] | None = None) -> dict:
     """Boxes: the improvement (%) of the scored counted runs per task (x) and agent/model, drawn from each cell's
     quartiles, extremes (the whiskers) and mean, without a point per run (the leaderboard's many-runs chart).
     ``boxes``: one dict per cell, with the entrant's names, ``task__slug``, ``quartiles`` (q1, median, q3),
     ``lowest``, ``highest``, ``mean`` and ``scored`` (as ``selectors.leaderboard_improvement_boxes`` gives)."""
+    names = sorted({entrant(b) for b in boxes})
+    colours = colours or entrant_colours(names)
     traces = []
-    for name in sorted({entrant(b) for b in boxes}):  # the bar chart's order, so the same colours
+    for name in names:
         cells = [b for b in boxes if entrant(b) == name]
         traces.append(
             {
@@ -198,6 +214,7 @@ def improvement_boxes_figure(boxes: list[dict]) -> dict:
                 "text": [f"n={b['scored']}" for b in cells],
                 "boxpoints": False,
                 "hoverinfo": "x+y+text+name",
+                "marker": {"color": colours[name]},
                 "type": "box",
             }
         )

@@ -24,6 +24,8 @@ from task_bank.services import task_set_enabled, task_version_answers_set
 from .cache import TIMEOUT_S, ranking_fragment_key
 from .charts import (
     cost_vs_success_figure,
+    entrant,
+    entrant_colours,
     improvement_boxes_figure,
     improvement_distribution_figure,
     success_by_task_figure,
@@ -152,20 +154,25 @@ def _leaderboard_charts(request: HttpRequest, *, board: dict, query: BoardQuery,
             self_reported=query.include_self_reported,
         )
 
+    colours = entrant_colours(entrant(row) for row in [*board["rows"], *board["cells"]])  # the same in every chart
     scored = sum(cell["scored"] for cell in board["cells"])
     if scored > IMPROVEMENT_POINTS_MAX and improvement_boxes_possible():
         improvements = improvement_boxes_figure(
-            leaderboard_improvement_boxes(viewer=request.user, options=query.options())
+            leaderboard_improvement_boxes(viewer=request.user, options=query.options()), colours=colours
         )
     elif scored:
         improvements = improvement_distribution_figure(
-            leaderboard_improvements(viewer=request.user, options=query.options())
+            leaderboard_improvements(viewer=request.user, options=query.options()), colours=colours
         )
     else:
         improvements = None
+    # Success against cost says nothing when every entrant's runs cost the same (no model priced, or none used).
+    costs = {float(row["mean_cost"] or 0) for row in board["rows"] if row["success_rate"] is not None}
+    one_cost = len(costs) <= 1
     return {
-        "success_by_task": success_by_task_figure(board["cells"]),
-        "cost_vs_success": cost_vs_success_figure(board["rows"], href=href),
+        "success_by_task": success_by_task_figure(board["cells"], colours=colours),
+        "cost_vs_success": None if one_cost else cost_vs_success_figure(board["rows"], href=href, colours=colours),
+        "one_cost": f"{next(iter(costs)):g}" if one_cost and costs else "",
         "improvements": improvements,
     }
 

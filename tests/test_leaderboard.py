@@ -13,6 +13,7 @@ ANYONE = AnonymousUser()
 
 
 def make_runs(version, agent, outcomes, **extra):
+    cost = extra.pop("cost", Decimal("0.01"))
     for succeeded, improvement in outcomes:
         RunFactory(
             task_version=version,
@@ -20,7 +21,7 @@ def make_runs(version, agent, outcomes, **extra):
             succeeded=succeeded,
             improvement=improvement,
             final_score=1.0,
-            cost=Decimal("0.01"),
+            cost=cost,
             **extra,
         )
 
@@ -62,11 +63,24 @@ def test_the_cost_chart_has_a_named_point_per_entrant_on_a_cost_axis_from_zero(t
 
 def test_the_leaderboard_page_shows_rows_matrix_and_charts(client, tiny_task, django_assert_max_num_queries):
     make_runs(tiny_task, AgentFactory(name="good"), [(True, 0.3), (True, 0.2)])
+    html = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert 'id="figure-cost-vs-success"' not in html  # one cost: a success-against-cost chart would say nothing
+    assert "every entrant's runs cost the same (0.01 per run)" in html
+    make_runs(tiny_task, AgentFactory(name="pricey"), [(False, 0.0)], cost=Decimal("0.5"))
     with django_assert_max_num_queries(7):  # generation (table, each figure), 2 figures, tags, reproductions
         html = client.get(reverse("leaderboard:leaderboard")).content.decode()
     assert "good" in html and "100.0% [34.2–100.0] n=2" in html
     assert 'id="figure-success-by-task"' in html and 'id="figure-cost-vs-success"' in html
     assert "plotly-cartesian-3.7.0.min.js" in html
+
+
+def test_an_entrant_has_one_colour_in_every_chart_whichever_entrants_each_chart_has(tiny_task):
+    from leaderboard.charts import PALETTE, entrant_colours, improvement_distribution_figure
+
+    colours = entrant_colours(["a@1", "b@1", "c@1"])
+    improvements = [{"agent__name": "c", "agent__version": "1", "model": "", "task__slug": "t", "improvement": 0.1}]
+    (box,) = improvement_distribution_figure(improvements, colours=colours)["data"]
+    assert box["marker"]["color"] == colours["c@1"] == PALETTE[2]  # not the first colour, its own
 
 
 def test_rankings_compare_runs_of_the_current_version_unless_all_versions_are_asked_for(client, tiny_task, tmp_path):

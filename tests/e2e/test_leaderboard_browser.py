@@ -22,11 +22,12 @@ def test_the_leaderboard_draws_its_charts(page, live_server, tiny_task):
             final_score=2.4,
             cost=Decimal("0.02"),
         )
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="pricey"), succeeded=False, cost=Decimal("0.5"))
 
     page.goto(f"{live_server.url}/leaderboard/")
 
     page.wait_for_selector("#chart-success-by-task .main-svg")
-    page.wait_for_selector("#chart-cost-vs-success .main-svg")
+    page.wait_for_selector("#chart-cost-vs-success .main-svg")  # drawn: the two entrants' costs differ
     assert "66.7% [20.8–93.9] n=3" in page.locator("table.leaderboard").inner_text()
     bars = page.locator("#chart-success-by-task .bars path")
     assert bars.count() >= 1

@@ -70,7 +70,8 @@ def test_the_improvement_distribution_follows_the_filters(client, runs):
     assert 'id="figure-improvements"' not in html  # no runs on a research task: no chart
 
 
-def test_a_cost_chart_point_opens_the_runs_behind_its_row(client, runs):
+def test_a_cost_chart_point_opens_the_runs_behind_its_row(client, runs, tiny_task):
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="pricey"), cost=Decimal("0.5"))  # costs differ: drawn
     html = client.get(reverse("leaderboard:leaderboard") + "?infra=include").content.decode()
     points = {t["name"]: t for t in _figure(html, "cost-vs-success")["data"] if t["name"] != "Pareto frontier"}
 
@@ -157,6 +158,7 @@ def test_a_version_string_is_text_in_every_chart_not_plotlys_markup(client, tiny
     """Plotly reads trace names as its own HTML: a version string holding a link drew a link in the legend."""
     version = '<a href="https://x.example">1</a><br>'
     RunFactory(task_version=tiny_task, agent=AgentFactory(name="linker", version=version), improvement=0.2)
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="pricey"), cost=Decimal("0.5"))  # a cost chart too
 
     html = client.get(reverse("leaderboard:leaderboard")).content.decode()
 
