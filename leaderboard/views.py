@@ -11,7 +11,7 @@ from core.roles import is_staff, staff_required
 from runner.execution.preparation import prepared_env_listing
 from runner.execution.validation import task_version_revalidate
 from runner.jobs import QueueUnreachable
-from runner.models import Submission
+from runner.models import Agent, Submission
 from runner.selectors import queue_positions_fill, runs_list, runs_rows, runs_visible_to
 from runner.services import RunRequestError
 from runner.throttles import RunRequestThrottle
@@ -104,6 +104,12 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "leaderboard/task_detail.html", context)
 
 
+def self_reported_entrants() -> set[str]:
+    """The agents (name@version) whose runs are all imported from logs: external agents."""
+    external = Agent.objects.filter(kind=Agent.Kind.EXTERNAL).values_list("name", "version")
+    return {f"{name}@{version}" for name, version in external}
+
+
 def leaderboard_view(request: HttpRequest) -> HttpResponse:
     """The leaderboard, its CSV and JSON exports (?format=), filtered and ordered as the query string asks
     (``query.board_query_parse``); an htmx request for another order (a header's link) gets the table alone."""
@@ -128,6 +134,8 @@ def leaderboard_view(request: HttpRequest) -> HttpResponse:
         "include_infrastructure": query.include_infrastructure,
         "ranking": "with-infrastructure" if query.include_infrastructure else "counted",
         "counting_name": COUNTINGS[query.counting],
+        # With self-reported runs counted, the rows of agents that only bring logs are marked.
+        "self_reported_entrants": self_reported_entrants() if query.include_self_reported else set(),
         # The rendered table, once per ranking generation, viewer class and URL (its links keep the query string).
         "table_key": table_key,
         "table_cache_s": TIMEOUT_S if table_key else 0,

@@ -26,3 +26,15 @@ def test_an_unscored_import_is_not_counted_and_its_page_says_why(client, tiny_ta
                succeeded=True)  # fmt: skip
     (row,) = [row for row in leaderboard_rows(viewer=AnonymousUser(), options=ALL) if row["agent__name"] == "elsewhere"]
     assert row["runs"] == 1
+
+
+@pytest.mark.django_db
+def test_with_self_reported_runs_counted_their_rows_are_marked(client, tiny_task_ready):
+    theirs = AgentFactory(name="elsewhere", kind="external")
+    RunFactory(task_version=tiny_task_ready, agent=theirs, origin=Run.Origin.SELF_REPORTED, final_score=3.0)
+    RunFactory(task_version=tiny_task_ready, agent=AgentFactory(name="ours"), final_score=2.0)
+    page = client.get(reverse("leaderboard:leaderboard") + "?origin=all").content.decode()
+    row = page.split("<strong>elsewhere</strong>", 1)[1].split("</td>", 1)[0]
+    assert '<span class="badge self-reported"' in row
+    ours = page.split("<strong>ours</strong>", 1)[1].split("</td>", 1)[0]
+    assert "self-reported" not in ours
