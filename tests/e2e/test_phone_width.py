@@ -1,6 +1,6 @@
 """The leaderboard, a task and a trace at a phone's width (390 px, an iPhone 12-15's CSS width): nothing wider than
-the screen (a wide table scrolls inside its own box), the header on at most two lines, the chart's toolbar clear of
-its title."""
+the screen (a wide table scrolls inside its own box), every link of the header on the screen (none hidden in a
+sideways scroll), a step's texts as wide as its card, the chart's toolbar clear of its title."""
 
 from decimal import Decimal
 
@@ -50,14 +50,12 @@ def check(page, url: str) -> None:
     page.goto(url)
     page.wait_for_load_state("networkidle")
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH, (url, overflow(page))
-    # The header's parts sit on two rows at most, and the sections' links on one (they scroll sideways).
-    rows = page.evaluate(
-        "[...document.querySelectorAll('body > header > *')].map(e => Math.round(e.getBoundingClientRect().top))"
+    # Every link of the header is on the screen: none hidden past its edge in a box that scrolls with no sign.
+    links = page.evaluate(
+        "[...document.querySelectorAll('body > header a')].map(a => {"
+        " const r = a.getBoundingClientRect(); return [a.textContent.trim(), r.left, r.right]; })"
     )
-    assert len({top // 8 for top in rows}) <= 2, (url, rows)
-    nav = page.locator("body > header nav").first
-    first_link = nav.locator("a").first.bounding_box()
-    assert nav.bounding_box()["height"] < 2 * first_link["height"], url
+    assert links and all(left >= 0 and right <= WIDTH + 1 for _, left, right in links), (url, links)
 
 
 def test_the_pages_fit_a_phone(phone, live_server, tiny_task):
@@ -66,7 +64,9 @@ def test_the_pages_fit_a_phone(phone, live_server, tiny_task):
         RunFactory(task_version=tiny_task, agent=solver, succeeded=succeeded, improvement=0.2, final_score=2.4,
                    cost=Decimal("0.02"), model="a-model-name-that-is-long")  # fmt: skip
     script = [
-        {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": "8\n" * 50}},
+        {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": "8\n" * 50},
+         "entries": {"Research Plan and Status": "1. Write a larger value. 2. Submit it. " * 3,
+                     "Thought": "Writing the file is all it takes."}},
         {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
     ]
     run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
@@ -76,4 +76,9 @@ def test_the_pages_fit_a_phone(phone, live_server, tiny_task):
     assert phone.locator(".modebar-container .modebar").count() == 0  # no toolbar over a chart's title
     check(phone, f"{live_server.url}/tasks/tiny/")
     check(phone, f"{live_server.url}/runs/{run.pk}/")
+    # A step's reflection, plan and thought take the card's width, their labels above them (not a narrow column).
+    phone.goto(f"{live_server.url}/runs/{run.pk}/#step-0")  # the step opened
+    entry = phone.locator("#step-0 dl.entries dd").first
+    card = phone.locator("#step-0 dl.entries").first
+    assert entry.bounding_box()["width"] > 0.9 * card.bounding_box()["width"]
     check(phone, f"{live_server.url}/")
