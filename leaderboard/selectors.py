@@ -43,9 +43,9 @@ def home_counts(*, viewer: Viewer) -> dict:
         )
 
     counts = ranking_cached("home_counts", viewer=viewer, options=DEFAULT_OPTIONS, compute=compute)
-    trials = runs_visible_to(viewer).trials()
-    counts["running"] = trials.on_worker().count()
-    counts["queued"] = trials.live().count() - counts["running"]
+    live = runs_visible_to(viewer).trials().live()
+    now = live.aggregate(running=Count("pk", filter=Q(status__in=Run.ON_WORKER)), live=Count("pk"))
+    counts["running"], counts["queued"] = now["running"], now["live"] - now["running"]
     return counts
 
 
