@@ -64,9 +64,15 @@ def test_the_pages_fit_a_phone(phone, live_server, tiny_task):
         RunFactory(task_version=tiny_task, agent=solver, succeeded=succeeded, improvement=0.2, final_score=2.4,
                    cost=Decimal("0.02"), model="a-model-name-that-is-long")  # fmt: skip
     script = [
-        {"type": "act", "action": "Write File", "input": {"file_name": "value.txt", "content": "8\n" * 50},
-         "entries": {"Research Plan and Status": "1. Write a larger value. 2. Submit it. " * 3,
-                     "Thought": "Writing the file is all it takes."}},
+        {
+            "type": "act",
+            "action": "Write File",
+            "input": {"file_name": "value.txt", "content": "8\n" * 50},
+            "entries": {
+                "Research Plan and Status": "1. Write a larger value. 2. Submit it. " * 3,
+                "Thought": "Writing the file is all it takes.",
+            },
+        },
         {"type": "act", "action": "Final Answer", "input": {"final_answer": "done"}},
     ]
     run = run_execute(run_create(task=tiny_task.task, agent=AgentFactory(config={"script": script}), enqueue=False).pk)
