@@ -12,7 +12,7 @@ from runner.execution.preparation import prepared_env_listing
 from runner.execution.validation import task_version_revalidate
 from runner.jobs import QueueUnreachable
 from runner.models import Agent, Submission
-from runner.selectors import queue_positions_fill, runs_list, runs_rows, runs_visible_to
+from runner.selectors import queue_positions_fill, runs_list, runs_rows, runs_visible_to, validation_wait
 from runner.services import RunRequestError
 from runner.throttles import RunRequestThrottle
 from task_bank.mlagentbench import bare_folder_packages, environment
@@ -88,6 +88,7 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
         "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
         "rows": task_agent_rows(viewer=request.user, version=version, options=options),
         "noise": task_noise(viewer=request.user, version=version),
+        "validation_wait": validation_wait(version) if not version.is_ready else "",
         "include_infrastructure": include_infrastructure,
         "ranking": "with-infrastructure" if include_infrastructure else "counted",
         "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import NamedTuple
 from urllib.parse import urlencode
 
@@ -18,9 +19,24 @@ from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.db import connection
-from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Length, Substr
+from django.utils import timezone
 
 from .actions import ACTIONS
 from .models import Agent, LLMCall, ReviewTag, Run, RunQuerySet, Step, Submission
@@ -114,6 +130,30 @@ def with_queue_position(runs: QuerySet[Run]) -> QuerySet[Run]:
 def queue_position(run: Run) -> int | None:
     """``with_queue_position`` for one run."""
     return with_queue_position(Run.objects.filter(pk=run.pk)).values_list("queue_position", flat=True).first()
+
+
+#: How far back the pace of a queue is read, to say how long a waiting run may wait.
+PACE_WINDOW = timedelta(days=1)
+
+
+def validation_wait(version) -> str:
+    """What a task version that is not ready waits for, in words: its validation on a worker now, or its first
+    validation run's place in its queue, with how long the runs ahead may take at that queue's recent pace ("" when
+    no validation run is queued or running)."""
+    runs = Run.objects.filter(task_version=version, purpose=Run.Purpose.VALIDATION)
+    if runs.on_worker().exists():
+        return "its validation runs now"
+    first = runs.live().order_by(*Run.QUEUE_ORDER).first()
+    if first is None:
+        return ""
+    ahead = (queue_position(first) or 1) - 1
+    said = f"its validation waits for a worker of the {Run.Queue(first.queue).label}: {ahead} run"
+    said += f"{'' if ahead == 1 else 's'} ahead of it"
+    recent = Run.objects.ended().filter(queue=first.queue, finished_at__gte=timezone.now() - PACE_WINDOW)
+    pace = recent.filter(wall_seconds__gt=0).aggregate(pace=Avg("wall_seconds"))["pace"]
+    if pace and ahead:
+        said += f", about {max(1, round(ahead * pace / 60))} min at the recent pace of {pace / 60:.1f} min a run"
+    return said
 
 
 def queue_positions_fill(runs: list[Run]) -> list[Run]:

@@ -93,4 +93,27 @@ def test_a_baseline_measured_again_says_so_not_the_mean_of_no_runs(client, tiny_
     tiny_task.save(update_fields=["baseline_score", "baseline_scores", "status"])
     page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
     assert "the mean of 0 runs" not in page and "relative spread —" not in page
-    assert "measured before; its validation runs now" in page
+    assert "measured before; measured again: its validation runs now" in page
+
+
+def test_a_task_waiting_for_its_validation_says_how_many_runs_are_ahead_and_about_how_long(client, tiny_task):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runner.models import Run
+
+    now = timezone.now()
+    for _ in range(2):  # ended lately on the demo's queue: 2 minutes a run
+        RunFactory(task_version=tiny_task, queue="demo", wall_seconds=120, finished_at=now - timedelta(minutes=5))
+    for _ in range(3):  # queued first, on the demo's queue
+        RunFactory(task_version=tiny_task, queue="demo", status=Run.Status.QUEUED)
+    RunFactory(task_version=tiny_task, queue="demo", status=Run.Status.QUEUED, purpose=Run.Purpose.VALIDATION)
+    page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
+    assert (
+        "its validation waits for a worker of the demo runs: 3 runs ahead of it, about 6 min at the recent pace "
+        "of 2.0 min a run"
+    ) in page
+    Run.objects.filter(purpose=Run.Purpose.VALIDATION).update(status=Run.Status.RUNNING)
+    page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
+    assert "its validation runs now" in page
