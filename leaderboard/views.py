@@ -261,7 +261,9 @@ def reproduction_list_view(request: HttpRequest) -> HttpResponse:
     for reproduction in reproductions:
         reproduction.comparison = comparisons[reproduction.pk]
     keys = [entrant_key(r) for r in leaderboard_rows(viewer=request.user)] if request.user.is_authenticated else []
-    return render(request, "leaderboard/reproduction_list.html", {"reproductions": reproductions, "keys": keys})
+    chosen = request.GET.get("row", "")  # a leaderboard row's "reproduce" link
+    context = {"reproductions": reproductions, "keys": keys, "chosen": chosen}
+    return render(request, "leaderboard/reproduction_list.html", context)
 
 
 @login_required

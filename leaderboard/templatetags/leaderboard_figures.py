@@ -2,11 +2,12 @@
 
 from django import template
 
-from ..links import runs_href
+from ..links import entrant_key, runs_href
 from ..query import sort_link
 from ..stats import mean_label, rate_label
 
 register = template.Library()
+register.filter("entrant_key", entrant_key)  # a row's name in a URL: agent@version[/model]
 
 
 @register.filter

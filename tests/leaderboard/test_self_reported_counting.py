@@ -38,3 +38,15 @@ def test_with_self_reported_runs_counted_their_rows_are_marked(client, tiny_task
     assert '<span class="badge self-reported"' in row
     ours = page.split("<strong>ours</strong>", 1)[1].split("</td>", 1)[0]
     assert "self-reported" not in ours
+
+
+@pytest.mark.django_db
+def test_a_row_links_to_compare_it_and_for_the_signed_in_to_reproduce_it(client, tiny_task_ready, django_user_model):
+    RunFactory(task_version=tiny_task_ready, agent=AgentFactory(name="ours"), final_score=2.0, model="m")
+    page = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert 'href="/leaderboard/compare/?a=ours%401/m"' in page and "?row=" not in page
+    client.force_login(django_user_model.objects.create_user("someone", password="x"))
+    page = client.get(reverse("leaderboard:leaderboard")).content.decode()
+    assert 'href="/leaderboard/reproductions/?row=ours%401/m"' in page
+    chosen = client.get("/leaderboard/reproductions/?row=ours@1/m").content.decode()
+    assert '<option value="ours@1/m" selected>' in chosen
