@@ -40,7 +40,11 @@ SHARE = 0.5
 MAX_TASK_ROWS = 2000  # the first rows of each file, enough to decide
 EXTRA = 2  # values a package's row may hold beside a task row's, in any order
 MAX_BYTES_SEARCHED = 200  # rows per task searched for as raw bytes in a binary file
-MAX_READ = 256 * 1024 * 1024  # bytes read from one file, decompressed
+# What one file may make the worker hold: its first 32 MB, decompressed, and at most 2,000,000 of its values (short
+# strings; a few hundred MB at most) or table rows. A copy of a task's data set is found in its first part.
+MAX_READ = 32 * 1024 * 1024
+MAX_VALUES = 2_000_000
+MAX_TABLE_ROWS = 200_000
 ID_COLUMN = re.compile(r"^(id|index|.*_id|.*id|unnamed: 0)$", re.IGNORECASE)
 SKIPPED = {"research_problem.txt", "read_only_files.txt", "source_code.txt"}
 TEXT_SUFFIXES = {".csv", ".tsv", ".txt", ".json", ".jsonl", ".dat", ".data", ".tab", ".psv", ""}
@@ -99,7 +103,7 @@ def _hidden_data(path: Path) -> bool:
 def _table_rows(name: str, data: bytes, *, limit: int = MAX_TASK_ROWS, ids: bool = False) -> Iterator[Row]:
     """The rows of one table file (the first ``limit``), identifier columns left out unless ``ids``."""
     if name.endswith((".npy", ".npz")):
-        for array in _arrays(name, data):
+        for array in _arrays(data):
             if array.ndim == 2:
                 yield from (tuple(value(v) for v in row) for row in array[:limit])
         return
@@ -171,7 +175,7 @@ def _inner_name(name: str) -> str:
     return name
 
 
-def _arrays(name: str, data: bytes) -> Iterator[np.ndarray]:
+def _arrays(data: bytes) -> Iterator[np.ndarray]:
     try:
         loaded = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile):
@@ -210,19 +214,19 @@ def package_files(root: Path) -> Iterator[tuple[str, bytes]]:
 def value_streams(name: str, data: bytes) -> Iterator[list[str]]:
     """A file's values as streams, in the order the file holds them (None for a file read as raw bytes)."""
     if name.endswith((".npy", ".npz")):
-        for array in _arrays(name, data):
+        for array in _arrays(data):
             if array.dtype.kind in "biuf":
-                yield [value(v) for v in array.ravel()[: MAX_READ // 8]]
+                yield [value(v) for v in array.ravel()[:MAX_VALUES]]
         return
     if Path(name).suffix not in TEXT_SUFFIXES and b"\0" in data[:4096]:
         return  # binary: searched as raw bytes
     text = data.decode("utf-8", errors="replace")
     records = _json_records(text)
     if records is not None:
-        yield list(_flattened(records))
+        yield list(itertools.islice(_flattened(records), MAX_VALUES))
         return
     reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text))
-    yield [value(cell) for row in reader for cell in row]
+    yield [value(cell) for cell in itertools.islice(itertools.chain.from_iterable(reader), MAX_VALUES)]
 
 
 def _flattened(data: object) -> Iterator[str]:
@@ -295,7 +299,7 @@ def carried_tasks(package: Path, tasks: dict[str, set[Row]]) -> list[Carried]:
     for name, data in package_files(package):
         try:
             streams = list(value_streams(name, data))
-            table = list(_table_rows(name, data, limit=MAX_READ, ids=True)) if streams else []
+            table = list(_table_rows(name, data, limit=MAX_TABLE_ROWS, ids=True)) if streams else []
         except (csv.Error, ValueError, RecursionError):  # not a table after all (a huge field, deep nesting)
             streams, table = [], []
         for slug, rows in tasks.items():

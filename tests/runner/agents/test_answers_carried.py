@@ -172,3 +172,18 @@ def test_files_that_are_no_table_are_searched_as_bytes_and_never_break_the_scan(
     assert carried_tasks(tmp_path, {"leaky": rows}) == []
     (tmp_path / "blob.bin").write_bytes(b"\0" * 7 + public_data()[0][80:].astype("<f4").tobytes())
     assert [(c.slug, c.found) for c in carried_tasks(tmp_path, {"leaky": rows})] == [("leaky", 40)]
+
+
+def test_a_file_is_read_only_so_far_whatever_it_unpacks_to(tmp_path, monkeypatch):
+    """What one file may make the worker hold is bounded: its first MAX_READ bytes, MAX_VALUES values."""
+    rows = {tuple(f"{v:.6g}" for v in row) for row in public_data()[0][80:]}
+    data, labels = public_data()
+    text = "x" * 5000 + "\n" + csv_text(data, labels)  # the rows past a long first line
+    (tmp_path / "late.csv.gz").write_bytes(gzip.compress(text.encode()))
+    assert [c.slug for c in carried_tasks(tmp_path, {"leaky": rows})] == ["leaky"]
+    monkeypatch.setattr("runner.agents.answers.MAX_READ", 4000)  # the rows lie past what is read
+    assert carried_tasks(tmp_path, {"leaky": rows}) == []
+    monkeypatch.setattr("runner.agents.answers.MAX_READ", 10**7)
+    monkeypatch.setattr("runner.agents.answers.MAX_VALUES", 100)  # past the values a stream keeps
+    monkeypatch.setattr("runner.agents.answers.MAX_TABLE_ROWS", 3)
+    assert carried_tasks(tmp_path, {"leaky": rows}) == []
