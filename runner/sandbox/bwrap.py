@@ -80,6 +80,8 @@ class BwrapSandbox(Sandbox):
                 cmd += ["--ro-bind", "/dev/null", path]
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         cmd += ["--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+        # multiprocessing's semaphores (joblib, DataLoader workers) are files in /dev/shm: the sandbox user's own.
+        cmd += ["--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/dev/shm"]
         cmd += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
         if gpus:  # the task's GPUs: their device files, the driver's, and which they are
             for device in gpu_devices(gpus, self.gpu_devices)[0]:

@@ -159,3 +159,21 @@ def test_a_task_with_gpus_gets_its_device_files_and_cuda_is_told_which(tmp_path,
     finally:
         for name in names:
             os.unlink(name)
+
+
+def test_a_script_can_make_process_semaphores_so_joblib_runs_in_parallel(make_env):
+    # multiprocessing's locks live in /dev/shm; without a writable one joblib warns "[Errno 13] Permission
+    # denied. joblib will operate in serial mode" at the top of every script that imports scikit-learn.
+    script = """
+import multiprocessing, warnings
+warnings.simplefilter("error")
+lock = multiprocessing.Lock()
+from joblib import Parallel, delayed
+print("squares", Parallel(n_jobs=2)(delayed(pow)(i, 2) for i in range(4)))
+"""
+    env = make_env({"shm.py": script})
+
+    outcome = env.execute("Execute Script", {"script_name": "shm.py"})
+
+    assert "squares [0, 1, 4, 9]" in outcome.observation, outcome.observation
+    assert "Permission denied" not in outcome.observation
