@@ -9,6 +9,15 @@ from runner.charts import LAYOUT, axis, figure, horizontal_lines, plot_text
 
 from .stats import pareto_frontier
 
+#: The entrants' legend in a row above the plot: at the side, long names took the plot's width.
+LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
+
+
+def _titled(text: str) -> dict:
+    """A chart's title at the top of its box, clear of the legend row below it (which pushes the plot down)."""
+    return {"text": text, "x": 0.02, "xanchor": "left", "yref": "container", "y": 0.985, "yanchor": "top"}
+
+
 #: Plotly's default colours, so an entrant's lines share one colour.
 PALETTE = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 
@@ -77,7 +86,8 @@ def success_by_task_figure(cells: list[dict], *, colours: dict[str, str] | None 
         )
     layout = {
         **LAYOUT,
-        "title": {"text": "Success rate per task (95% interval)"},
+        "title": _titled("Success rate per task (95% interval)"),
+        "legend": LEGEND,
         "barmode": "group",
         "yaxis": axis("success rate (%)", range=[0, 108]),
     }
@@ -157,7 +167,8 @@ def cost_vs_success_figure(
         )
     layout = {
         **LAYOUT,
-        "title": {"text": "Success against cost"},
+        "title": _titled("Success against cost"),
+        "legend": LEGEND,
         # costs start at 0; a margin for markers
         "xaxis": axis("mean cost per run", range=[-0.06 * top, top]),
         "yaxis": axis("success rate (%)", range=list(RATE_AXIS)),
@@ -226,7 +237,8 @@ def _improvement_layout(title: str) -> dict:
     """The layout both improvement charts share: boxes grouped per task, the improvement (%) up, 0 marked."""
     return {
         **LAYOUT,
-        "title": {"text": title},
+        "title": _titled(title),
+        "legend": LEGEND,
         "boxmode": "group",
         "yaxis": axis("improvement over the baseline (%)", zeroline=True),
     }

@@ -66,7 +66,10 @@ def three_rows(tiny_task):
 
 
 def _agents(page) -> list[str]:
-    return page.locator("#board-table tbody tr td:first-child strong").all_inner_texts()
+    rows = page.locator("#board-table table.leaderboard tbody tr td:first-child strong").all_inner_texts()
+    by_task = page.locator("#board-by-task tbody tr td:first-child strong").all_inner_texts()
+    assert by_task == rows  # the table by task keeps the same order
+    return rows
 
 
 def test_a_header_sorts_the_rows_without_reloading_the_page_and_the_url_keeps_the_order(page, live_server, three_rows):
@@ -143,3 +146,33 @@ def test_a_reviewer_tags_a_step_and_the_leaderboard_counts_it(page, live_server,
     assert cell.count() == 1
     cell.locator("a").click()
     page.wait_for_selector(f"a[href='/runs/{run.pk}/']")
+
+
+def test_at_1280_px_the_summary_fits_and_twelve_tasks_sit_in_a_table_of_their_own(page, live_server, tmp_path):
+    from task_bank.services import task_import
+    from tests.factories import package_write
+
+    slugs = ["ames-house-prices", "clrs-bellman-ford", "digits", "food-reviews", "food-reviews-minilm"]
+    slugs += ["kjv-char-lm", "mnist1d", "movielens-genres", "parkinsons-speech", "smollm-inference", "titanic"]
+    slugs += ["vectorize-conv"]
+    model = "a-provider/a-model-name-that-is-long"
+    agents = [AgentFactory(name=name) for name in ("research", "tuner", "baseline-with-a-longer-name")]
+    for slug in slugs:
+        version, _ = task_import(root=package_write(tmp_path / slug), slug=slug)
+        for agent in agents:
+            RunFactory(task_version=version, agent=agent, succeeded=True, improvement=0.25,
+                       final_score=2.5, cost=Decimal("0.0123"), model=model)  # fmt: skip
+
+    page.goto(f"{live_server.url}/leaderboard/")
+    widths = page.evaluate(
+        "[...document.querySelectorAll('#board-table .table-scroll')].map(b => [b.scrollWidth, b.clientWidth])"
+    )
+    (summary, summary_box), by_task = widths
+    assert summary <= summary_box, widths  # every summary column in view, none cut off
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert page.locator("#board-by-task thead th").count() == 1 + len(slugs)
+    # Scrolled sideways, the table by task keeps each row's agent in view.
+    page.evaluate("document.querySelectorAll('#board-table .table-scroll')[1].scrollLeft = 10000")
+    agent = page.locator("#board-by-task tbody tr td:first-child").first.bounding_box()
+    box = page.locator("#board-table .table-scroll").nth(1).bounding_box()
+    assert agent["x"] >= box["x"] - 1

@@ -47,7 +47,11 @@ def test_the_runs_count_and_the_cell_link_to_exactly_the_runs_counted(client, ru
     count_link = _links(row, "2")[0]
     assert "agent=solver" in count_link and "version=1" in count_link and "model=&" in count_link
     assert _listed(client, count_link) == {r.pk for r in runs["counted"]}
-    cell_link = next(h for h in _links(row, "50.0% [9.5–90.5] n=2"))
+    by_task = page.split('id="board-by-task"', 1)[1]
+    cell_row = next(
+        line for line in by_task.split("<tr>") if "<strong>solver</strong>@1" in line and "gpt-x" not in line
+    )
+    cell_link = next(h for h in _links(cell_row, "50.0% [9.5–90.5] n=2"))
     assert "task=tiny" in cell_link and _listed(client, cell_link) == {r.pk for r in runs["counted"]}
     (infra_link,) = _links(row, "1")
     assert _listed(client, infra_link) == {runs["infra"].pk}

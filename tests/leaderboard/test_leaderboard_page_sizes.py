@@ -73,6 +73,7 @@ def test_with_many_runs_every_scored_run_is_a_point_and_sorting_keeps_every_row(
         "often@1": [float(i) for i in range(40)],
         "seldom@1": [float(i) for i in range(40)],
     }
-    table = _table(html)
+    table, by_task = _table(html), html.split('id="board-by-task"', 1)[1].split("</table>", 1)[0]
     assert table.index("<strong>often</strong>") < table.index("<strong>seldom</strong>")
-    assert table.count("25.0% [14.2–40.2] n=40") == 4  # each row's rate and its one cell
+    assert by_task.index("<strong>often</strong>") < by_task.index("<strong>seldom</strong>")  # the same order
+    assert table.count("25.0% [14.2–40.2] n=40") == 2 and by_task.count("25.0% [14.2–40.2] n=40") == 2
