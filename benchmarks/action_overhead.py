@@ -6,12 +6,14 @@
    bare run, for ``print('hello')`` and for a script that sleeps one second. ``--first`` (bwrap) measures a run's
    first script: each round a bare run and, after an agent's start, the first script of two new environments: one
    whose kept sandbox starts on that script, one whose sandbox was launched as the session launches it, once the
-   agent's process is started (``RunSession.agent_started``).
+   agent's process is started (``RunSession.agent_started``). ``--finder`` (bwrap): Execute Script in the
+   run's kept sandbox with the platform's editable-install .pth files hidden (as runs have them) and shown,
+   alternately.
 2. A file action round trip as a run makes it: Write File, the workspace snapshot, and the step's database
    write, in a throwaway SQLite database under a temporary folder; ``--database-url`` measures another
    database instead (it is migrated and gets a task and a run: give it a scratch database, never a live one).
 
-    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--compare | --first]
+    .venv/bin/python benchmarks/action_overhead.py [--repeats 30] [--compare | --first | --finder]
         [--database-url postgres://.../scratch]
 """
 
@@ -41,6 +43,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--compare", action="store_true", help="new sandbox per script vs the kept one (bwrap)")
     parser.add_argument("--first", action="store_true", help="a run's first script, each round a new sandbox (bwrap)")
+    parser.add_argument("--finder", action="store_true", help="editable-install finder hidden vs shown (bwrap)")
     parser.add_argument("--database-url", default="", help="a scratch database to measure (default: throwaway SQLite)")
     args = parser.parse_args()
     var = Path(tempfile.mkdtemp(prefix="actionbench-"))
@@ -70,6 +73,9 @@ def main() -> None:
         return
     if args.first:
         first_script(args.repeats, workspace, python)
+        return
+    if args.finder:
+        finder(args.repeats, workspace, python)
         return
     bare, sandboxed = [], []
     for _ in range(args.repeats):
@@ -157,6 +163,36 @@ def compare(repeats: int, workspace: Path, python: str) -> None:
             overhead = statistics.median(sandboxed) * 1000 - statistics.median(bare) * 1000
             paired = statistics.median(s - b for s, b in zip(sandboxed, bare, strict=True)) * 1000
             print(f"{'  overhead (median)':<48} {overhead:7.1f} ms   paired (median of each round's) {paired:7.1f} ms")
+    for env in envs.values():
+        env.close()
+
+
+def finder(repeats: int, workspace: Path, python: str) -> None:
+    """Rounds of Execute Script of hello.py in two kept bwrap sandboxes: the editable-install .pth files hidden
+    (``BwrapSandbox.editable_pths``, as runs have it) and shown (as before they were hidden)."""
+    from runner.actions import Environment
+    from runner.execution.sandboxes import get_sandbox
+
+    envs = {}
+    for name in ("hidden", "shown"):
+        sandbox = get_sandbox("bwrap")
+        sandbox.persistent = True
+        if name == "shown":
+            sandbox.editable_pths = []
+        envs[name] = Environment(workspace=workspace, sandbox=sandbox, python=python)
+        envs[name].execute("Execute Script", {"script_name": "hello.py"})  # the kept sandbox starts
+    times = {name: [] for name in envs}
+    for _ in range(repeats):
+        for name, env in envs.items():
+            started = time.perf_counter()
+            outcome = env.execute("Execute Script", {"script_name": "hello.py"})
+            times[name].append(time.perf_counter() - started)
+            assert "hello" in outcome.observation, outcome.observation
+    print(f"Execute Script of hello.py in the kept bwrap sandbox, {repeats} interleaved rounds:")
+    print(summary("  editable-install .pth files hidden", times["hidden"]))
+    print(summary("  editable-install .pth files shown", times["shown"]))
+    ratio = statistics.median(times["shown"]) / statistics.median(times["hidden"])
+    print(f"{'  shown / hidden (medians)':<48} {ratio:7.2f}x")
     for env in envs.values():
         env.close()
 

@@ -177,3 +177,20 @@ print("squares", Parallel(n_jobs=2)(delayed(pow)(i, 2) for i in range(4)))
 
     assert "squares [0, 1, 4, 9]" in outcome.observation, outcome.observation
     assert "Permission denied" not in outcome.observation
+
+
+def test_a_script_starts_without_the_platforms_editable_install_finder(make_env):
+    # The finder an editable install's .pth adds costs every interpreter start about 7 ms, and sandboxed code has
+    # no use for the platform's own modules.
+    import sys
+
+    names = "[getattr(f, '__name__', type(f).__name__) for f in sys.meta_path]"
+    host = [getattr(f, "__name__", type(f).__name__) for f in sys.meta_path]  # the line the script runs
+    script = f"import sys; print('finders', {names})\nimport sklearn; print('ok')"
+    env = make_env({"finders.py": script})
+
+    outcome = env.execute("Execute Script", {"script_name": "finders.py"})
+
+    assert "_EditableFinder" in host  # the test's own interpreter has it: an editable install (make install)
+    assert "finders [" in outcome.observation and "ok" in outcome.observation, outcome.observation
+    assert "_EditableFinder" not in outcome.observation
