@@ -325,7 +325,6 @@ CELERY_TASK_ROUTES = ("runner.jobs.job_route",)
 # A run's job is stopped after this long whatever run it executes (its run goes back to the queue and another job
 # resumes it); a run's own limits end it long before, unless its max_time_s is longer.
 BENCH_RUN_JOB_TIME_LIMIT_S = env_int("BENCH_RUN_JOB_TIME_LIMIT_S", 24 * 3600)
-BENCH_REAPER_TIME_LIMIT_S = env_int("BENCH_REAPER_TIME_LIMIT_S", 300)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
@@ -431,20 +430,6 @@ BENCH_RUN_MAX_STORED_MB = env_int("BENCH_RUN_MAX_STORED_MB", 4096)
 BENCH_USER_MAX_STORED_MB = env_int("BENCH_USER_MAX_STORED_MB", 20480)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
-CELERY_BEAT_SCHEDULE = {
-    # A pass not started within its period is dropped: the next one does its work (no backlog of passes that
-    # would run at once after the short jobs' workers were busy or down).
-    "reap-runs": {
-        "task": "runner.reap_runs",
-        "schedule": BENCH_REAPER_EVERY_S,
-        "options": {"expires": BENCH_REAPER_EVERY_S},
-    },
-    "collect-blobs": {
-        "task": "runner.collect_blobs",
-        "schedule": BENCH_BLOB_COLLECT_EVERY_S,
-        "options": {"expires": BENCH_BLOB_COLLECT_EVERY_S},
-    },
-}
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
 # Where `make run`'s web server listens (the Procfile's web line reads the same variables): bench_ready says it.
 BENCH_HOST = os.environ.get("BENCH_HOST", "127.0.0.1")

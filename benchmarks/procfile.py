@@ -1,9 +1,8 @@
 """The platform's processes started as the Procfile starts them, for the benchmarks that need real ones.
 
-The command lines (queues, concurrency, beat) come from the Procfile's lines alone: a change there is what the
-benchmarks run. What a benchmark adds is its own environment (a scratch database, broker, queue and var folder)
-and what two processes on one host must not share: each worker's node name, and the periodic scheduler (beat),
-which only the first worker keeps, as one deployment has one.
+The command lines (queues, concurrency) come from the Procfile's lines alone: a change there is what the benchmarks
+run. What a benchmark adds is its own environment (a scratch database, broker, queue and var folder) and what two
+processes on one host must not share: each worker's node name.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ SERVICE_VARIABLES = (
     "DATABASE_URL", "CELERY_BROKER_URL", "CELERY_QUEUE", "BENCH_SHORT_QUEUE", "BENCH_GPU_QUEUE",
     "BENCH_WORKER_QUEUES", "BENCH_VAR_DIR",
 )  # fmt: skip
-#: Options of the worker line that run the periodic scheduler, with how many values each takes.
-BEAT_OPTIONS = {"--beat": 0, "-B": 0, "--schedule": 1, "-s": 1}
 
 
 def procfile_line(name: str) -> str:
@@ -63,20 +60,6 @@ def _substitute(text: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)(?:(:[-+])([^}]*))?\}|\$(\w+)", value, text)
 
 
-def without_beat(words: list[str]) -> list[str]:
-    kept, skip = [], 0
-    for word in words:
-        if skip:
-            skip -= 1
-            continue
-        option = word.split("=", 1)[0]
-        if option in BEAT_OPTIONS:
-            skip = BEAT_OPTIONS[option] if "=" not in word else 0
-            continue
-        kept.append(word)
-    return kept
-
-
 def process_env(**services: str) -> dict[str, str]:
     """This process's environment less the service settings, plus ``services``, with this interpreter's folder
     first on PATH (where the Procfile's ``celery`` and ``gunicorn`` are)."""
@@ -87,12 +70,11 @@ def process_env(**services: str) -> dict[str, str]:
 
 
 def worker_start(
-    env: dict[str, str], *, node: str = "", log_path: Path, beat: bool, timeout: float = 120, line: str = "worker"
+    env: dict[str, str], *, node: str = "", log_path: Path, timeout: float = 120, line: str = "worker"
 ) -> subprocess.Popen:
     """The Procfile's worker (or the worker of its ``line``: ``demo``), under the node name ``node@<host>`` when
-    given; ``beat=False`` leaves its scheduler out."""
-    words = expand(procfile_line(line), env)
-    words = (words if beat else without_beat(words)) + (["--hostname", f"{node}@%h"] if node else [])
+    given."""
+    words = expand(procfile_line(line), env) + (["--hostname", f"{node}@%h"] if node else [])
     proc = _start(words, env, log_path)
     _wait(lambda: b" ready." in log_path.read_bytes(), proc, log_path, timeout, "the worker")
     return proc

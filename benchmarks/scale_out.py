@@ -102,13 +102,13 @@ def batch_wait(batch, *, timeout: float = 3600) -> list:
 
 
 def workers_start(env: dict[str, str], count: int, logs: Path, tag: str) -> list[subprocess.Popen]:
-    """``count`` Procfile workers; the first keeps the scheduler (beat), as one deployment has one."""
+    """``count`` Procfile workers."""
     logs.mkdir(exist_ok=True)
     workers = []
     try:
         for i in range(count):
             node = f"{tag}-{i + 1}"
-            workers.append(worker_start(env, node=node, log_path=logs / f"{node}.log", beat=i == 0))
+            workers.append(worker_start(env, node=node, log_path=logs / f"{node}.log"))
     except BaseException:
         for proc in workers:
             process_stop(proc)

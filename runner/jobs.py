@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 #: The job that starts the next queued run of a kind (``tasks.start_next_run``). Its wire name is older than what
 #: it does and is kept, so messages waiting in a broker across an upgrade still find their job.
 START_NEXT_RUN = "runner.execute_run"
-REAP_RUNS = "runner.reap_runs"
 SCORE_STEP = "runner.score_step"
 SCORE_IMPORT = "runner.score_import"
 SMOKE_TEST = "runner.smoke_test"
@@ -87,7 +86,7 @@ def queue_names() -> list[str]:
 def job_route(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
     """Celery's router (``CELERY_TASK_ROUTES``): the short jobs go to the short queue; a run's message names its
     queue when it is sent."""
-    if name in (REAP_RUNS, SCORE_STEP, SMOKE_TEST, COLLECT_BLOBS):
+    if name in (SCORE_STEP, SMOKE_TEST, COLLECT_BLOBS):
         return {"queue": queue_name(SHORT_JOBS)}
     return None
 

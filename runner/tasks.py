@@ -10,12 +10,10 @@ from .agents.smoke import agent_smoke_run
 from .execution import run_execute_next, stopping
 from .execution.collector import blobs_collect
 from .execution.evaluation import step_score
-from .execution.reaper import runs_reap
 from .execution.workers import worker_stopping
 from .jobs import (
     COLLECT_BLOBS,
     JOB_GRACE_S,
-    REAP_RUNS,
     SCORE_IMPORT,
     SCORE_STEP,
     SMOKE_TEST,
@@ -58,17 +56,6 @@ def start_next_run(self, run_id: int, queue: str | None = None) -> None:
         return
     with stopping.busy():
         run_execute_next(worker=self.request.hostname or "", queue=queue)
-
-
-@shared_task(
-    ignore_result=True,
-    name=REAP_RUNS,
-    soft_time_limit=settings.BENCH_REAPER_TIME_LIMIT_S,
-    time_limit=settings.BENCH_REAPER_TIME_LIMIT_S + JOB_GRACE_S,
-)
-def reap_runs() -> dict:
-    """Periodic: re-queue runs whose worker died (heartbeat too old), or fail them after too many attempts."""
-    return runs_reap()
 
 
 @shared_task(

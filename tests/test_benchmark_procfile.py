@@ -23,17 +23,11 @@ def test_variables_are_expanded_as_the_shell_would():
     assert procfile.expand(optional, {"OTHER": "o"}) == ["worker", "--x", "o"]
 
 
-def test_a_worker_without_beat_keeps_every_other_option():
-    words = ["celery", "-A", "bench", "worker", "--beat", "--schedule", "var/s", "--queues", "q", "-B", "-s", "x"]
-    words += ["--schedule=var/t", "--concurrency", "1"]
-    assert procfile.without_beat(words) == ["celery", "-A", "bench", "worker", "--queues", "q", "--concurrency", "1"]
-
-
 def test_the_procfiles_worker_line_is_what_a_benchmark_worker_runs():
     words = procfile.expand(procfile.procfile_line("worker"), {"CELERY_QUEUE": "bench-q", "BENCH_VAR_DIR": "/v"})
     assert words[:5] == ["celery", "-A", "bench", "-q", "worker"]  # -q: no start-up banner
     assert not any("$" in word for word in words), words  # every variable filled in
-    assert not {"--beat", "-B"} & set(procfile.without_beat(words))
+    assert not {"--beat", "-B"} & set(words)  # no scheduler: every worker offers the periodic passes
 
 
 def test_a_line_the_procfile_lacks_is_named_with_the_lines_it_has():

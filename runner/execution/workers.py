@@ -10,6 +10,10 @@ next worker; the worker then exits. It starts nothing new meanwhile: a message i
 worker killed outright (SIGKILL, a lost machine) hands nothing back: its runs wait for the reaper, which queues
 them again once their heartbeat is stale (``BENCH_HEARTBEAT_STALE_S``).
 
+The same thread offers the periodic passes (``periodic_passes``): the reaper, run in the thread, and the blob
+collector's job, sent to the short queue. Every worker offers them; the shared counter gives each period's pass to
+one. No worker is special, so killing any one leaves recovery to the others.
+
 The Celery signal handlers at the end of this module do both; ``RunnerConfig.ready`` imports the jobs, which import
 this module, so every worker process connects them."""
 
@@ -18,14 +22,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from celery import current_app
 from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
+
+from core.shared_cache import count_hit
 
 from ..models import Run, Worker
 from . import stopping
@@ -49,26 +58,77 @@ def worker_stopped(*, name: str) -> None:
     Worker.objects.filter(name=name[:200]).update(stopped_at=now, heartbeat_at=now)
 
 
+def reap_pass() -> None:
+    from .reaper import runs_reap  # the reaper forgets old workers: it imports this module
+
+    done = runs_reap()
+    if any(done.values()):
+        log.info("reaper: %s", {what: ids for what, ids in done.items() if ids})
+
+
+def collect_send() -> None:
+    """The blob collector runs as a job on the short queue, under its time limits (``tasks.collect_blobs``)."""
+    from ..jobs import COLLECT_BLOBS
+
+    current_app.send_task(COLLECT_BLOBS, expires=settings.BENCH_BLOB_COLLECT_EVERY_S)
+
+
+def periodic_passes() -> list[tuple[str, float, Callable[[], None]]]:
+    """What every worker's heartbeat thread offers to do once a period: (name, period in seconds, the pass)."""
+    return [
+        ("reap-runs", settings.BENCH_REAPER_EVERY_S, reap_pass),
+        ("collect-blobs", settings.BENCH_BLOB_COLLECT_EVERY_S, collect_send),
+    ]
+
+
+def periodic_claim(name: str, period_s: float) -> bool:
+    """Whether this worker takes the pass of the current period: the first of all workers to count it in the shared
+    counter (``core.shared_cache.count_hit``, one atomic increment), so two never run the same period's pass."""
+    count, _ = count_hit(f"periodic:{name}", window_s=max(1, round(period_s)))
+    return count == 1
+
+
 class HeartbeatThread(threading.Thread):
-    """Beats for a worker until ``stop()``; a database that does not answer is logged and tried again."""
+    """Beats for a worker until ``stop()``, and offers the periodic passes (``periodic_passes``): every worker runs
+    them, one pass a period across all of them, so recovery lives as long as any worker does. A database that does
+    not answer is logged and tried again."""
 
     def __init__(self, *, name: str, queues: list[str], concurrency: int, pid: int) -> None:
         super().__init__(name="worker-heartbeat", daemon=True)
         self.worker = {"name": name, "queues": queues, "concurrency": concurrency, "pid": pid}
         self.stopping = threading.Event()
+        self.next_pass: dict[str, float] = {}
 
     def run(self) -> None:
         starting = True
+        next_beat = 0.0
         while not self.stopping.is_set():
             try:
                 close_old_connections()
-                worker_heartbeat(**self.worker, starting=starting)
-                starting = False
+                if time.time() >= next_beat:
+                    worker_heartbeat(**self.worker, starting=starting)
+                    starting = False
+                    next_beat = time.time() + settings.BENCH_WORKER_HEARTBEAT_S
+                self.passes()
             except Exception:  # the database is down for a moment: the next beat tries again
-                log.exception("worker %s: the heartbeat could not be recorded", self.worker["name"])
+                log.exception("worker %s: the heartbeat or a periodic pass failed", self.worker["name"])
+                next_beat = time.time() + settings.BENCH_WORKER_HEARTBEAT_S
             finally:
                 connection.close()
-            self.stopping.wait(settings.BENCH_WORKER_HEARTBEAT_S)
+            self.stopping.wait(max(0.05, min([next_beat, *self.next_pass.values()]) - time.time()))
+
+    def passes(self) -> None:
+        """Each pass whose period has begun since this worker last offered it, if no worker has claimed it."""
+        for name, period_s, work in periodic_passes():
+            now = time.time()
+            if now < self.next_pass.get(name, 0.0):
+                continue
+            self.next_pass[name] = (now // max(1, round(period_s)) + 1) * max(1, round(period_s))
+            if periodic_claim(name, period_s):
+                try:
+                    work()
+                except Exception:
+                    log.exception("worker %s: the periodic pass %s failed", self.worker["name"], name)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -27,7 +27,7 @@ def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path, setting
     digits = Task.objects.get(slug="digits")
     env = procfile.process_env(**{k: v for k, v in worker_env.items() if k in procfile.SERVICE_VARIABLES})
 
-    worker = procfile.worker_start(env, node="persons", log_path=tmp_path / "worker.log", beat=False)
+    worker = procfile.worker_start(env, node="persons", log_path=tmp_path / "worker.log")
     try:
         _, (mine,) = batch_create(spec=RunSpec(first_tuner.agent), tasks=[digits])
         wait_for(lambda: not Run.objects.get(pk=mine.pk).is_live, 600, "the person's run to end")
@@ -44,7 +44,7 @@ def test_a_persons_run_never_waits_behind_the_demo(worker_env, tmp_path, setting
     # any tuner run).
     following = demo.filter(status=Run.Status.QUEUED).order_by(*Run.QUEUE_ORDER).first()
     assert following.purpose == Run.Purpose.VALIDATION
-    demo_worker = procfile.worker_start(env, log_path=tmp_path / "demo.log", beat=False, line="demo")
+    demo_worker = procfile.worker_start(env, log_path=tmp_path / "demo.log", line="demo")
     try:
         wait_for(lambda: not Run.objects.get(pk=following.pk).is_live, 600, "the demo's next run to end")
     finally:

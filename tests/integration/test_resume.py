@@ -5,7 +5,6 @@ run back and exits, and another worker resumes it; a message the broker lost is 
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -32,10 +31,6 @@ def get_score(submission_folder="../env"):
 """
 
 
-def beat(tmp_path: Path, name: str) -> tuple[str, ...]:
-    return ("--beat", "--schedule", str(tmp_path / f"{name}-beat"))
-
-
 def test_a_worker_killed_while_evaluating_leaves_one_final_answer_and_one_evaluation(
     worker_env, celery_test_queue, tmp_path, bench_var
 ):
@@ -56,7 +51,7 @@ def test_a_worker_killed_while_evaluating_leaves_one_final_answer_and_one_evalua
     finally:
         stop_worker(first)
 
-    second = start_worker(env, tmp_path / "second.log", celery_test_queue, *beat(tmp_path, "second"))
+    second = start_worker(env, tmp_path / "second.log", celery_test_queue)
     try:
         wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 300, "the run to end")
     finally:
@@ -119,7 +114,7 @@ def test_a_queued_run_whose_message_the_broker_lost_still_runs(
         connection.default_channel.queue_purge(celery_test_queue)
 
     env = dict(worker_env, **FAST, BENCH_RESEND_AFTER_S="1")
-    worker = start_worker(env, tmp_path / "worker.log", celery_test_queue, *beat(tmp_path, "worker"))
+    worker = start_worker(env, tmp_path / "worker.log", celery_test_queue)
     try:
         wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 300, "the run to end")
     finally:

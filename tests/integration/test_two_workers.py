@@ -104,9 +104,9 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
     script = short_run_script(executions=4, script=slow)
     agent = AgentFactory(config={"script": script})
     fast = dict(worker_env, BENCH_HEARTBEAT_S="0.5", BENCH_HEARTBEAT_STALE_S="4", BENCH_REAPER_EVERY_S="1")
-    # The survivor runs the periodic reaper (as the Procfile's worker does); the victim does not.
+    # Both offer the periodic reaper; whichever takes a period's pass, the survivor's passes go on.
     survivor_log, victim_log = tmp_path / "survivor.log", tmp_path / "victim.log"
-    survivor = start_worker(fast, survivor_log, celery_test_queue, "--beat", "--schedule", str(tmp_path / "beat"))
+    survivor = start_worker(fast, survivor_log, celery_test_queue)
     victim = start_worker(fast, victim_log, celery_test_queue)
     try:
         batch, runs = batch_create(spec=RunSpec(agent), tasks=[tiny_task.task], repeats=6)

@@ -6,7 +6,7 @@ from runner.execution.collector import blobs_collect
 class Command(BaseCommand):
     help = (
         "Remove the blobs nothing names any more (no run, step or prepared task) that are older than the grace "
-        "period, and the agent package and prepared task folders nothing uses; the worker's beat does this every "
+        "period, and the agent package and prepared task folders nothing uses; a worker sends this job every "
         "BENCH_BLOB_COLLECT_EVERY_S."
     )
 

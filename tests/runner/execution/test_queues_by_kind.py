@@ -112,9 +112,9 @@ def test_short_jobs_go_to_the_short_queue(tiny_task, redis_queues):
     step = StepFactory(run=run, index=0)
     job_send(SCORE_STEP, step.pk)
     smoke_test_send(run.agent_id)
-    celery_app.send_task("runner.reap_runs")
+    celery_app.send_task("runner.collect_blobs")
     jobs = [name for name, _, _ in messages(redis_queues, queue_name("short"))]
-    assert jobs == ["runner.score_step", "runner.smoke_test", "runner.reap_runs"]
+    assert jobs == ["runner.score_step", "runner.smoke_test", "runner.collect_blobs"]
     assert redis_queues.llen(queue_name("runs")) == 0
 
 
@@ -150,8 +150,7 @@ def test_the_reaper_counts_and_resends_each_queue_apart(
 def test_every_job_has_a_time_limit_and_runs_are_acknowledged_late():
     jobs = {name: task for name, task in celery_app.tasks.items() if name.startswith("runner.")}
     assert set(jobs) == {
-        "runner.execute_run", "runner.score_step", "runner.score_import", "runner.reap_runs", "runner.smoke_test",
-        "runner.collect_blobs",
+        "runner.execute_run", "runner.score_step", "runner.score_import", "runner.smoke_test", "runner.collect_blobs",
     }  # fmt: skip
     for name, task in jobs.items():
         assert task.soft_time_limit and task.time_limit > task.soft_time_limit, name
@@ -171,17 +170,21 @@ def test_a_message_sent_to_one_of_the_configured_queues_reaches_that_queue_alone
         try:
             for name in configured:  # through the exchange and routing key the queue is declared with
                 queue = celery_app.amqp.queues[name]
-                celery_app.send_task("runner.reap_runs", exchange=queue.exchange.name, routing_key=queue.routing_key)
+                celery_app.send_task(
+                    "runner.collect_blobs", exchange=queue.exchange.name, routing_key=queue.routing_key
+                )
             assert [redis_queues.llen(name) for name in configured] == [1, 1, 1]
         finally:
             for name in configured:
                 channel.queue_purge(name)
 
 
-def test_a_reaper_pass_not_started_within_its_period_is_dropped(redis_queues, settings):
-    """Beat's reaper messages expire after one period: after the short jobs' workers were busy or down, one pass
+def test_a_collector_pass_not_started_within_its_period_is_dropped(redis_queues, settings):
+    """The collector's messages expire after one period: after the short jobs' workers were busy or down, one pass
     runs, not a backlog of them at once."""
-    celery_app.send_task("runner.reap_runs", **celery_app.conf.beat_schedule["reap-runs"].get("options", {}))
+    from runner.execution.workers import collect_send
+
+    collect_send()
     (raw,) = redis_queues.lrange(queue_name("short"), 0, -1)
     expires = json.loads(raw)["headers"]["expires"]
     assert expires is not None
