@@ -403,6 +403,9 @@ BENCH_OBSERVATION_LIMIT = env_int("BENCH_OBSERVATION_LIMIT", 2_000_000)
 BENCH_HEARTBEAT_S = env_float("BENCH_HEARTBEAT_S", 5.0)
 # A live run whose heartbeat is older than this is taken to have lost its worker (the reaper re-queues it).
 BENCH_HEARTBEAT_STALE_S = env_float("BENCH_HEARTBEAT_STALE_S", 120.0)
+# How long a run's worker tries a lost database connection again before the attempt gives the run back to the
+# queue (core.db_retry): a restart or failover of the database within this costs a run nothing.
+BENCH_DB_RETRY_S = env_float("BENCH_DB_RETRY_S", 30.0)
 BENCH_RUN_MAX_ATTEMPTS = env_int("BENCH_RUN_MAX_ATTEMPTS", 3)
 # How often a worker records that it is alive (the staff page of workers, /workers/).
 BENCH_WORKER_HEARTBEAT_S = env_float("BENCH_WORKER_HEARTBEAT_S", 15.0)

@@ -461,6 +461,12 @@ class Run(models.Model):
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     attempt = models.PositiveIntegerField(default=0)
+    lost_attempts = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Attempts that ended without a clean hand-back: their worker died, or lost the database for longer "
+        "than BENCH_DB_RETRY_S. After BENCH_RUN_MAX_ATTEMPTS of them the run fails. A worker that stops cleanly "
+        "(a deploy, Ctrl-C) hands its run back without losing an attempt.",
+    )
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

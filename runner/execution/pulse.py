@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from core.db_retry import db_retried
+
 from ..models import Run
 from ..sandbox.process import HeadTail
 from ..text import db_text
@@ -49,7 +51,8 @@ class RunPulse:
         finally:
             spent = time.monotonic() - started
             self.deadline = deadline + spent
-            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(paused_seconds=F("paused_seconds") + spent)
+            mine = Run.objects.filter(pk=self.run.pk, attempt=self.attempt)
+            db_retried(lambda: mine.update(paused_seconds=F("paused_seconds") + spent), what=f"run {self.run.pk}")
 
     def time_limit_end(self) -> None:
         """The run's time limit is over with the agent's work: what it left is evaluated on the evaluation's own
@@ -61,7 +64,7 @@ class RunPulse:
         now = time.monotonic()
         if now - self._last_beat >= settings.BENCH_HEARTBEAT_S:
             self._last_beat = now
-            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(heartbeat_at=timezone.now())
+            self.write(heartbeat_at=timezone.now())
         if self.parent is not None:
             self.parent.beat()
 
@@ -82,13 +85,19 @@ class RunPulse:
             if self.live_dirty:
                 fields["live_output"] = db_text(self.live.text())
                 self.live_dirty = False
-            Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(**fields)
+            self.write(**fields)
+
+    def write(self, **fields) -> int:
+        """Update the run's row while it is this attempt's (how many rows: 0 when it is not), a lost database
+        connection tried again in place (``core.db_retry``)."""
+        mine = Run.objects.filter(pk=self.run.pk, attempt=self.attempt)
+        return db_retried(lambda: mine.update(**fields), what=f"run {self.run.pk}")
 
     def check(self) -> None:
         """Is the run still this attempt's, and should it go on? (LostOwnership, Cancelled, HandBack)"""
         self._last_check = time.monotonic()
         fields = ("status", "attempt", "cancel_requested_at", "hand_back_requested_at")
-        row = Run.objects.filter(pk=self.run.pk).values(*fields).first()
+        row = db_retried(lambda: Run.objects.filter(pk=self.run.pk).values(*fields).first(), what=f"run {self.run.pk}")
         if row is None or row["attempt"] != self.attempt or row["status"] not in Run.LIVE:
             raise LostOwnership()
         if row["cancel_requested_at"] is not None:
@@ -99,7 +108,7 @@ class RunPulse:
     def show_live(self, what: str) -> None:
         """Say what the run is doing (its page shows it while the run is live), its output starting afresh."""
         self.live_clear()
-        Run.objects.filter(pk=self.run.pk, attempt=self.attempt).update(live_action=db_text(what), live_output="")
+        self.write(live_action=db_text(what), live_output="")
 
     def live_clear(self) -> None:
         """Start the live output afresh (for the next action), without telling the page yet."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from ..jobs import (
@@ -51,10 +51,12 @@ def runs_reap(
     queue_down = False
     for run in Run.objects.on_worker().filter(heartbeat_at__lt=cutoff).select_related("task_version"):
         same = Run.objects.filter(pk=run.pk, status=run.status, attempt=run.attempt, heartbeat_at__lt=cutoff)
-        if run.attempt < max_attempts:
+        lost = run.lost_attempts + 1  # this one too
+        if lost < max_attempts:
             try:
                 with transaction.atomic():
-                    if same.update(status=Run.Status.QUEUED, worker="", live_action="", live_output="", sent_at=None):
+                    back = {"status": Run.Status.QUEUED, "worker": "", "live_action": "", "live_output": ""}
+                    if same.update(**back, sent_at=None, lost_attempts=F("lost_attempts") + 1):
                         requeued.append(run.pk)
                         if not queue_down:  # else left unsent: the next pass sends it
                             run_enqueue(run)
@@ -64,7 +66,8 @@ def runs_reap(
         elif same.update(
             status=Run.Status.FAILED,
             failure_kind=Run.FailureKind.INFRASTRUCTURE,
-            error=f"the worker executing this run stopped responding, {run.attempt} times; gave up",
+            lost_attempts=lost,
+            error=f"the worker executing this run stopped responding, {lost} times; gave up",
             finished_at=timezone.now(),
         ):
             fail_validation_if_needed(run)

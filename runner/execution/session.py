@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from core.db_retry import CONNECTION_LOST, db_retried
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, Environment
@@ -175,10 +176,10 @@ class RunSession(RunPulse):
 
     # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
-        if not Run.objects.filter(pk=self.run.pk, status=source, attempt=self.attempt).update(
-            status=target, heartbeat_at=timezone.now(), live_action="", live_output=""
-        ):  # what the last stage was doing is not what the next one does
-            raise LostOwnership()
+        mine = Run.objects.filter(pk=self.run.pk, status=source, attempt=self.attempt)
+        fields = {"status": target, "heartbeat_at": timezone.now(), "live_action": "", "live_output": ""}
+        if not db_retried(lambda: mine.update(**fields), what=f"run {self.run.pk}"):
+            raise LostOwnership()  # (the live fields: what the last stage was doing is not what the next one does)
         self.run.status = target
 
     def execute(self) -> None:
@@ -206,6 +207,11 @@ class RunSession(RunPulse):
             self.finish(exc.ending, None)
         except WalkLimitError as exc:  # a workspace no walk can cover is never half-snapshotted or half-counted
             self.finish(Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"the workspace {exc}", evaluate=False), None)
+        except CONNECTION_LOST as exc:
+            # Longer than BENCH_DB_RETRY_S, or inside a step's transaction: this attempt ends, and the run goes back
+            # to the queue now (once the database answers), to resume after its last recorded step.
+            log.warning("run %s: the database connection was lost (%s); handing the run back", self.run.pk, exc)
+            self.hand_back(lost=True)
         except Exception:
             log.exception("run %s crashed", self.run.pk)
             self.finish(
@@ -281,22 +287,20 @@ class RunSession(RunPulse):
             return Ending(Run.Status.FINISHED)
         return None
 
-    def hand_back(self) -> None:
-        """The worker is stopping: the run goes back to the queue, first in line (it keeps its place), and is
-        resumed from its last recorded step; the action that was running is not recorded (it is done again)."""
-        back = (
-            Run.objects.on_worker()
-            .filter(pk=self.run.pk, attempt=self.attempt)
-            .update(
-                status=Run.Status.QUEUED,
-                worker="",
-                live_action="",
-                live_output="",
-                heartbeat_at=timezone.now(),
-                hand_back_requested_at=None,
-                sent_at=None,
-            )
-        )
+    def hand_back(self, *, lost: bool = False) -> None:
+        """The run goes back to the queue, first in line (it keeps its place), and is resumed from its last recorded
+        step; the action that was running is not recorded (it is done again). A worker that is stopping loses no
+        attempt by it; an attempt that lost the database (``lost``) counts as lost, as a dead worker's does."""
+        fields = {"status": Run.Status.QUEUED, "worker": "", "live_action": "", "live_output": ""}
+        fields |= {"heartbeat_at": timezone.now(), "hand_back_requested_at": None, "sent_at": None}
+        if lost:
+            fields["lost_attempts"] = F("lost_attempts") + 1
+        mine = Run.objects.on_worker().filter(pk=self.run.pk, attempt=self.attempt)
+        try:
+            back = db_retried(lambda: mine.update(**fields), what=f"run {self.run.pk}")
+        except CONNECTION_LOST as exc:  # the reaper sends it again once its heartbeat is stale
+            log.warning("run %s: could not hand the run back (%s)", self.run.pk, exc)
+            return
         if not back:
             return
         log.info("run %s: handed back to the queue (attempt %s)", self.run.pk, self.attempt)

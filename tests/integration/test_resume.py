@@ -1,10 +1,12 @@
 """Runs that go on where they stopped, with real workers on Redis and PostgreSQL: a run whose worker is killed
 while evaluating is evaluated once more, not conversed with again; a worker told to stop (SIGTERM) hands its
-run back and exits, and another worker resumes it; a message the broker lost is sent again by the reaper."""
+run back and exits, and another worker resumes it; a run whose database connections are cut goes on; a message the
+broker lost is sent again by the reaper."""
 
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -87,6 +89,7 @@ def test_a_worker_told_to_stop_hands_its_run_back_and_another_resumes_it(
         stop_worker(first)
     run.refresh_from_db()
     assert (run.status, run.attempt, run.worker) == ("queued", 1, ""), run.error
+    assert run.lost_attempts == 0  # a clean stop (a deploy, Ctrl-C) loses the run no attempt
     handed_back_at = run.steps_count
     assert 1 <= handed_back_at < len(script)
 
@@ -103,6 +106,46 @@ def test_a_worker_told_to_stop_hands_its_run_back_and_another_resumes_it(
     assert f"started with {handed_back_at} earlier steps" in run.stderr_tail
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert f"stopped after step {handed_back_at - 1}; attempt 2 resumed it" in page
+
+
+def cut_connections() -> int:
+    """Cut every other connection to this test's database, as a restart or failover does (ours stays)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_run_whose_database_connections_are_cut_goes_on_and_loses_no_time(
+    worker_env, celery_test_queue, tiny_task, tmp_path
+):
+    script = [act("Write File", file_name="slow.py", content=SLOW)]
+    script += [act("Execute Script", script_name="slow.py") for _ in range(6)]
+    script += [act("Write File", file_name="value.txt", content="3"), act("Final Answer", final_answer="done")]
+    agent = AgentFactory(config={"script": script})
+    # No reaper can save it: a stale heartbeat would take ten minutes.
+    env = dict(worker_env, BENCH_HEARTBEAT_S="0.5", BENCH_HEARTBEAT_STALE_S="600")
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log, celery_test_queue)
+    run = run_create(task=tiny_task.task, agent=agent)
+    try:
+        wait_for(lambda: Run.objects.get(pk=run.pk).steps_count >= 2, 120, "two steps")
+        for _ in range(3):  # three cuts, a few seconds apart, while scripts run and steps are written
+            cut_connections()
+            time.sleep(2)
+        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 120, "the run to end")
+    finally:
+        stop_worker(worker)
+    run.refresh_from_db()
+    assert (run.status, run.final_score) == ("finished", 3.0), (run.error, log.read_text()[-3000:])
+    assert run.lost_attempts <= 1 and run.attempt == 1 + run.lost_attempts  # no attempt lost but to a cut write
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    assert [s.action for s in steps] == [item["action"] for item in script]  # each once
+    assert "the database connection was lost" in log.read_text()  # it was cut, and tried again on a new one
 
 
 def test_a_queued_run_whose_message_the_broker_lost_still_runs(

@@ -127,13 +127,18 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
     settings.BENCH_RUN_MAX_ATTEMPTS = 2
     old = timezone.now() - timedelta(minutes=10)
     dead = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=1, heartbeat_at=old)
-    dead_twice = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=2, heartbeat_at=old)
+    dead_twice = RunFactory(
+        task_version=tiny_task, status=Run.Status.RUNNING, attempt=2, lost_attempts=1, heartbeat_at=old
+    )
     alive = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=1, heartbeat_at=timezone.now())
+    # Handed back by four deploys, then its worker died: one lost attempt, not five.
+    deployed = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=5, heartbeat_at=old)
 
     result = runs_reap(stale_after_s=60)
+    result["requeued"].sort()
 
     assert result == {
-        "requeued": [dead.pk],
+        "requeued": [dead.pk, deployed.pk],
         "failed": [dead_twice.pk],
         "resent": [],
         "rescored": [],
@@ -141,7 +146,8 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
         "swept": [],
         "forgotten": [],
     }
-    assert Run.objects.get(pk=dead.pk).status == "queued"
+    assert Run.objects.get(pk=dead.pk).status == "queued" and Run.objects.get(pk=dead.pk).lost_attempts == 1
+    assert Run.objects.get(pk=deployed.pk).lost_attempts == 1
     failed = Run.objects.get(pk=dead_twice.pk)
     assert failed.status == "failed" and failed.failure_kind == "infrastructure"
     assert "stopped responding, 2 times" in failed.error
