@@ -89,6 +89,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",  # /metrics: requests counted and timed
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -99,6 +100,7 @@ MIDDLEWARE = [
     "core.middleware.RejectNulBytesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "bench.urls"
@@ -434,6 +436,8 @@ BENCH_USER_MAX_STORED_MB = env_int("BENCH_USER_MAX_STORED_MB", 20480)
 # A queued run that could not be sent to the job queue (unreachable) is sent again by the reaper after this long.
 BENCH_RESEND_AFTER_S = env_float("BENCH_RESEND_AFTER_S", 60.0)
 BENCH_ADMIN_PASSWORD = os.environ.get("BENCH_ADMIN_PASSWORD", "")
+# A Prometheus scraper's bearer token for /metrics (staff may read it signed in); empty: staff only.
+BENCH_METRICS_TOKEN = os.environ.get("BENCH_METRICS_TOKEN", "")
 # Where `make run`'s web server listens (the Procfile's web line reads the same variables): bench_ready says it.
 BENCH_HOST = os.environ.get("BENCH_HOST", "127.0.0.1")
 BENCH_PORT = env_int("BENCH_PORT", 8000)

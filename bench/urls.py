@@ -11,6 +11,7 @@ from leaderboard.api import leaderboard_api, reproduction_api, reproductions_api
 from runner.api.agents import AgentViewSet, SubmissionViewSet
 from runner.api.logs import batch_inspect_log_api, inspect_import_api, log_import_api, run_inspect_log_api
 from runner.api.runs import RunViewSet
+from runner.metrics import metrics
 from task_bank.api import TaskViewSet
 
 router = DefaultRouter()
@@ -22,6 +23,7 @@ router.register("submissions", SubmissionViewSet, basename="submission")
 urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # pages without our <head>
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("docs/", docs_page, name="docs"),
     path("docs/<path:path>", docs_page, name="docs_page"),
     path("admin/", admin.site.urls),

@@ -41,7 +41,7 @@ WORKDIR /app
 # image and served by whitenoise.
 FROM common AS web
 COPY --from=deps /opt/venv /opt/venv
-COPY manage.py pyproject.toml /app/
+COPY manage.py pyproject.toml gunicorn.conf.py /app/
 COPY bench /app/bench
 COPY core /app/core
 COPY accounts /app/accounts
@@ -65,7 +65,7 @@ RUN apt-get update -qq \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap libseccomp2 util-linux procps >/dev/null \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=deps-worker /opt/venv /opt/venv
-COPY manage.py pyproject.toml /app/
+COPY manage.py pyproject.toml gunicorn.conf.py /app/
 COPY bench /app/bench
 COPY core /app/core
 COPY accounts /app/accounts

@@ -24,3 +24,13 @@ RUN apt-get update -qq \
 USER redis
 EXPOSE 6379
 CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--appendonly", "no"]
+
+# Prometheus, for `--profile metrics`: it scrapes the web service's /metrics every 15 s with the bearer token
+# BENCH_METRICS_TOKEN (written to a file at start: Prometheus reads credentials from a file, not the environment).
+FROM ${BASE} AS prometheus
+RUN apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+COPY prometheus.yml /etc/prometheus/prometheus.yml
+EXPOSE 9090
+CMD ["sh", "-c", "printf %s \"$BENCH_METRICS_TOKEN\" > /tmp/metrics-token && exec prometheus --config.file=/etc/prometheus/prometheus.yml --storage.tsdb.path=/prometheus --web.listen-address=0.0.0.0:9090"]
