@@ -1,8 +1,8 @@
 """The leaderboard and the runs list at scale: ``--runs`` runs (100,000 by default) over 12 tasks and 16 agents
 (4 with a model, so 20 leaderboard rows), most of them counted, some queued, cancelled, forked or infrastructure
 failures, written with bulk inserts into a throwaway PostgreSQL database that this script creates and drops.
-Then the pages are timed through the Django test client as an anonymous visitor: medians of ``--rounds`` rounds
-after one warm-up request each.
+Then the pages are timed through the Django test client as an anonymous visitor (``/metrics`` as a scraper with
+its token): medians of ``--rounds`` rounds after one warm-up request each.
 
     .venv/bin/python benchmarks/lists_at_scale.py [--runs 100000] [--rounds 7] \\
         [--server postgres://postgres@127.0.0.1:5432] [--keep | --reuse bench_scale_NNN]
@@ -176,10 +176,14 @@ def main() -> None:
             ("/api/v1/runs/", "/api/v1/runs/"),
             ("/api/v1/runs/ 90% deep", f"/api/v1/runs/?{deep_api(deep, args.runs)}"),
             ("/tasks/task-03/", "/tasks/task-03/"),
+            ("/metrics (a scrape)", "/metrics"),
         ]
+        settings.BENCH_METRICS_TOKEN = "benchmark"
         print(f"median of {args.rounds} rounds, anonymous visitor, PostgreSQL {connection.pg_version}")
         for label, url in pages:
             headers = {"HTTP_HX_REQUEST": "true"} if "htmx" in label else {}
+            if url == "/metrics":
+                headers = {"HTTP_AUTHORIZATION": "Bearer benchmark"}
             if headers:
                 client.defaults.update(headers)
             ms, size, queries = timed(client, url, rounds=args.rounds, cold="after a run ended" in label)

@@ -160,8 +160,11 @@ def task_noise(*, viewer: Viewer, version: TaskVersion) -> dict | None:
     the reproduction's verdict on the task, and whether the spread reaches the success threshold (``noisy``: twice
     the standard deviation at or above it, so the unchanged starter code could pass the threshold by chance; the
     rule: docs/reproductions.md). None without one."""
+    baseline = reproductions_visible(viewer).filter(agent__name=BASELINE_AGENT)
+    if not baseline.exists():  # most sites' most tasks: no join over the runs at all
+        return None
     touching = Q(batch__runs__task_version=version) | Q(original_runs__task_version=version)
-    candidates = reproductions_visible(viewer).filter(touching, agent__name=BASELINE_AGENT).distinct()
+    candidates = baseline.filter(touching).distinct()
     for reproduction in candidates[:NOISE_LOOKS]:
         comparison = reproduction_comparison(reproduction)
         if not comparison["ended"]:

@@ -1,10 +1,12 @@
 from dataclasses import asdict
+from functools import partial
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
+from django.utils.html import json_script
 from django.views.decorators.http import require_POST
 
 from core.roles import is_staff, staff_required
@@ -21,7 +23,7 @@ from task_bank.package import CATEGORIES
 from task_bank.selectors import mlagentbench_folders
 from task_bank.services import task_set_enabled, task_version_answers_set
 
-from .cache import TIMEOUT_S, ranking_fragment_key
+from .cache import TIMEOUT_S, ranking_cached, ranking_fragment_key
 from .charts import (
     cost_vs_success_figure,
     entrant,
@@ -79,28 +81,40 @@ def task_detail_view(request: HttpRequest, slug: str) -> HttpResponse:
     version = task.current_version
     include_infrastructure = request.GET.get("infra") == "include"
     options = RankingOptions(include_infrastructure=include_infrastructure)
-    scores = task_run_scores(viewer=request.user, version=version, options=options)
-    context = {
-        "task": task,
-        "version": version,
-        "versions": task_versions(task=task),
-        "files": prepared_env_listing(version),
-        "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
-        "rows": task_agent_rows(viewer=request.user, version=version, options=options),
-        "noise": task_noise(viewer=request.user, version=version),
-        "validation_wait": validation_wait(version) if not version.is_ready else "",
-        "include_infrastructure": include_infrastructure,
-        "ranking": "with-infrastructure" if include_infrastructure else "counted",
-        "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),
-        "scores_chart": task_scores_figure(
+
+    def scores_chart() -> str:
+        """The chart's figure as its page's JSON script ("" without scores): a run a point, thousands of them on a
+        busy task, so it is serialised once per generation too."""
+        scores = task_run_scores(viewer=request.user, version=version, options=options)
+        if not scores["steps"] and not scores["finals"]:
+            return ""
+        figure = task_scores_figure(
             scores["steps"],
             scores["finals"],
             baseline=version.baseline_score,
             reference=version.reference_score,
             metric=version.metric_name,
         )
-        if scores["steps"] or scores["finals"]
-        else None,
+        return json_script(figure, "figure-task-scores")
+
+    # The rows and the chart, once per ranking generation (``cache.ranking_cached``), as the leaderboard's figures.
+    cached = partial(ranking_cached, viewer=request.user, options=options)
+    context = {
+        "task": task,
+        "version": version,
+        "versions": task_versions(task=task),
+        "files": prepared_env_listing(version),
+        "hidden_files": prepared_env_listing(version, hidden=True) if request.user.is_staff else None,
+        "rows": cached(
+            f"task-rows:{version.pk}",
+            compute=lambda: task_agent_rows(viewer=request.user, version=version, options=options),
+        ),
+        "noise": task_noise(viewer=request.user, version=version),
+        "validation_wait": validation_wait(version) if not version.is_ready else "",
+        "include_infrastructure": include_infrastructure,
+        "ranking": "with-infrastructure" if include_infrastructure else "counted",
+        "runs": queue_positions_fill(list(runs_rows(runs_list(viewer=request.user, task=task.slug))[:20])),
+        "scores_chart": cached(f"task-chart:{version.pk}", compute=scores_chart),
     }
     return render(request, "leaderboard/task_detail.html", context)
 

@@ -118,6 +118,10 @@ def test_the_task_page_draws_the_scores_chart_only_when_there_are_scores(client,
 
     lines = [t for t in _figure(html, "task-scores")["data"] if t["mode"] == "lines+markers"]
     assert len(lines) == 2 and "plotly-cartesian-3.7.0.min.js" in html
+    # The rows and the chart are cached per ranking generation: a run that ends is on the next view.
+    RunFactory(task_version=tiny_task, agent=AgentFactory(name="newcomer"), succeeded=True, final_score=3.5)
+    again = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
+    assert "<td>newcomer@1</td>" in again and "newcomer@1: final scores" in again
     Run.objects.all().delete()
     empty = client.get(reverse("leaderboard:task_detail", args=["tiny"])).content.decode()
     assert 'id="figure-task-scores"' not in empty and "plotly" not in empty
