@@ -1,5 +1,7 @@
 """gunicorn's settings file (read from the working folder): its worker processes share one folder of Prometheus
-metrics, so that a scrape of /metrics adds up every worker's requests (runner/metrics.py)."""
+metrics, so that a scrape of /metrics adds up every worker's requests (runner/metrics.py); and the longest request
+line it takes is its maximum, 8,190 bytes, so a long query string reaches the API's own checks (a 400 naming the
+parameter) and only a longer one gets gunicorn's 414 (declared on every operation: core/schema.py)."""
 
 import os
 import shutil
@@ -10,6 +12,9 @@ _metrics = Path(
         "PROMETHEUS_MULTIPROC_DIR", str(Path(os.environ.get("BENCH_VAR_DIR", "var")).resolve() / "prometheus-web")
     )
 )
+
+
+limit_request_line = 8190
 
 
 def on_starting(server) -> None:

@@ -68,10 +68,11 @@ MAX_ID = 2**63 - 1  # PostgreSQL's bigint
 
 
 class BeforeOrOffsetPagination(BoundedLimitOffsetPagination):
-    """?limit= and ?offset= as above, or ?before=ID: the items that come after item ID in the list's order, as a
-    keyset page (read from the list's index at any depth; nothing skipped, nothing counted: ``count`` is null) whose
-    ``next`` link goes on from its last item. A list view offers it with ``keyset_page(queryset, *, before, size)
-    -> (items, next_before)``, which raises ValidationError when it cannot list from item ``before``."""
+    """?limit= and ?offset= as above, or ?before=ID (with an ?offset=, skipped from there): the items that come after
+    item ID in the list's order, as a keyset page (read from the list's index at any depth; nothing counted:
+    ``count`` is null) whose ``next`` link goes on from its last item. A list view offers it with
+    ``keyset_page(queryset, *, before, size, skip) -> (items, next_before)``, which raises ValidationError when it
+    cannot list from item ``before``."""
 
     before_query_param = "before"
 
@@ -80,12 +81,11 @@ class BeforeOrOffsetPagination(BoundedLimitOffsetPagination):
         keyset_page = getattr(view, "keyset_page", None)
         if keyset_page is None or getattr(view, "action", "list") != "list" or "before" not in request.query_params:
             return super().paginate_queryset(queryset, request, view)
-        if self.offset_query_param in request.query_params:
-            raise ValidationError({"before": ["expected ?before= or ?offset=, not both"]})
         self.request = request
         self.limit = self.get_limit(request)
+        skip = self.get_offset(request)  # with ?before=, from that item on (the schema allows both)
         self.before = query_int(request.query_params, "before", minimum=1, maximum=MAX_ID, default=1)
-        items, self.next_before = keyset_page(queryset, before=self.before, size=self.limit)
+        items, self.next_before = keyset_page(queryset, before=self.before, size=self.limit, skip=skip)
         return items
 
     def get_paginated_response(self, data):
@@ -107,8 +107,8 @@ class BeforeOrOffsetPagination(BoundedLimitOffsetPagination):
             "name": self.before_query_param,
             "required": False,
             "in": "query",
-            "description": "List the items after the one with this id, in the list's order: instead of ?offset=, "
-            "a request with both is refused.",
+            "description": "List the items after the one with this id, in the list's order, read from the list's "
+            "index at any depth; with ?offset=, that many of them are skipped first.",
             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
         }
         return [*super().get_schema_operation_parameters(view), before]

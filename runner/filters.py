@@ -67,10 +67,8 @@ class Text(forms.CharField):
         return value if value or self.blank_is_value else None
 
     def schema(self) -> dict:
-        answer: dict = {"type": "string", "maxLength": self.max_length}
-        if self.pattern:
-            answer["pattern"] = self.pattern
-        return answer
+        # No NUL byte in any value: it is refused on every request (core.middleware.RejectNulBytesMiddleware).
+        return {"type": "string", "maxLength": self.max_length, "pattern": self.pattern or r"^[^\x00]*$"}
 
 
 class WholeNumber(forms.Field):

@@ -254,18 +254,27 @@ class NoSuchRun(LookupError):
 
 
 def runs_page(
-    runs: QuerySet[Run], *, viewer: Viewer, before: int | None = None, after: int | None = None, size: int = 50
+    runs: QuerySet[Run],
+    *,
+    viewer: Viewer,
+    before: int | None = None,
+    after: int | None = None,
+    size: int = 50,
+    skip: int = 0,
 ) -> RunsPage:
     """One page of ``runs`` (in ``Run.LIST_ORDER``) by keyset: the ``size`` runs that come after run ``before`` in
     the list (older), or just before run ``after`` (newer), or the first ones. Each page reads its rows from the
     list's index whatever its depth (no offset to skip, no count), and its queued runs' places in one more query
-    (``queue_positions_fill``). ``NoSuchRun`` when the run named is not one ``viewer`` may see."""
-    page = _runs_page(runs, viewer=viewer, before=before, after=after, size=size)
+    (``queue_positions_fill``). ``skip``: that many runs after ``before`` are left out first (the API's ?offset=).
+    ``NoSuchRun`` when the run named is not one ``viewer`` may see."""
+    page = _runs_page(runs, viewer=viewer, before=before, after=after, size=size, skip=skip)
     queue_positions_fill(page.runs)
     return page
 
 
-def _runs_page(runs: QuerySet[Run], *, viewer: Viewer, before: int | None, after: int | None, size: int) -> RunsPage:
+def _runs_page(
+    runs: QuerySet[Run], *, viewer: Viewer, before: int | None, after: int | None, size: int, skip: int = 0
+) -> RunsPage:
     anchor_pk = before or after
     if anchor_pk is None:
         rows = list(runs[: size + 1])
@@ -276,7 +285,7 @@ def _runs_page(runs: QuerySet[Run], *, viewer: Viewer, before: int | None, after
     if before:  # older: (created_at, id) < the anchor's, newest first
         # The plain bound on created_at is the index's range; the id only breaks the tie within it.
         older = runs.filter(created_at__lte=anchor).filter(Q(created_at__lt=anchor) | Q(pk__lt=before))
-        rows = list(older[: size + 1])
+        rows = list(older[skip : skip + size + 1])
         return RunsPage(rows[:size], rows[size - 1].pk if len(rows) > size else None, rows[0].pk if rows else None)
     newer = runs.filter(created_at__gte=anchor).filter(Q(created_at__gt=anchor) | Q(pk__gt=after))
     rows = list(newer.order_by("created_at", "pk")[: size + 1])[::-1]  # the oldest of the newer ones, newest first

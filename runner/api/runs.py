@@ -6,6 +6,7 @@ from decimal import Decimal
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from core.pagination import BeforeOrOffsetPagination, BoundedLimitOffsetPagination
@@ -126,7 +127,7 @@ class IsStaffOrReadOnly(permissions.BasePermission):
 @extend_schema_view(
     list=extend_schema(
         parameters=RunFilters.openapi_parameters(),
-        responses={200: RunSerializer(many=True), **errors()},
+        responses={200: RunSerializer(many=True), **errors(404)},
     ),
     retrieve=extend_schema(responses={200: RunSerializer, **errors(404)}),
 )
@@ -150,12 +151,13 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
             return RunRequestSerializer
         return RunSerializer
 
-    def keyset_page(self, queryset, *, before: int, size: int) -> tuple[list[Run], int | None]:
-        """?before=ID: the runs listed after run ID (older), read from the list's index at any depth."""
+    def keyset_page(self, queryset, *, before: int, size: int, skip: int = 0) -> tuple[list[Run], int | None]:
+        """?before=ID: the runs listed after run ID (older), read from the list's index at any depth, ``skip`` of
+        them left out first."""
         try:
-            page = runs_page(queryset, viewer=self.request.user, before=before, size=size)
-        except NoSuchRun as exc:
-            raise serializers.ValidationError({"before": [f"{exc} to list from"]}) from None
+            page = runs_page(queryset, viewer=self.request.user, before=before, size=size, skip=skip)
+        except NoSuchRun as exc:  # a well-formed id of no run the viewer may see: not found, as the run itself
+            raise NotFound(f"?before=: {exc} to list from") from None
         return page.runs, page.older_from
 
     def paginate_queryset(self, queryset):

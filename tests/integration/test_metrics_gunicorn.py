@@ -1,8 +1,11 @@
-"""/metrics under the Procfile's gunicorn (two worker processes): every scrape adds up the requests of both, not
-one worker's share (gunicorn.conf.py's PROMETHEUS_MULTIPROC_DIR)."""
+"""The Procfile's gunicorn with gunicorn.conf.py: every /metrics scrape adds up the requests of both worker
+processes, not one's share (PROMETHEUS_MULTIPROC_DIR); a long query string reaches the API's own checks, and only
+one past 8,190 bytes gets gunicorn's 414, which the schema declares."""
 
 import importlib.util
+import json
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -44,7 +47,19 @@ def test_every_scrape_counts_the_requests_of_every_gunicorn_worker(worker_env, t
         for _ in range(6):
             with urllib.request.urlopen(scrape, timeout=10) as response:
                 seen.append(healthz_requests(response.read().decode()))
+        answers = {}
+        for length in (6000, 9000):
+            try:
+                urllib.request.urlopen(f"{site}/api/v1/runs/?agent={'a' * length}", timeout=10)
+            except urllib.error.HTTPError as exc:
+                answers[length] = (exc.code, exc.read().decode(errors="replace"))
+        with urllib.request.urlopen(f"{site}/api/v1/schema/?format=json", timeout=10) as response:
+            schema = json.loads(response.read())
     finally:
         procfile.process_stop(web)
     assert seen == [40.0] * 6, seen
+    assert answers[6000][0] == 400 and "agent" in answers[6000][1]  # the API's own words on the parameter
+    assert answers[9000][0] == 414
+    operations = [op for path in schema["paths"].values() for op in path.values() if isinstance(op, dict)]
+    assert operations and all("414" in op["responses"] for op in operations)
     assert (tmp_path / "web.log").read_text().count("Booting worker") >= 2  # two processes answered

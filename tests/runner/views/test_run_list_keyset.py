@@ -90,12 +90,14 @@ def test_the_api_pages_by_before_and_its_next_link_goes_on(client, runs):
     assert seen == [r.pk for r in runs[2:]]
 
 
-def test_the_api_refuses_before_with_offset_or_from_an_unknown_run(client, runs):
-    both = client.get(reverse("run-list") + f"?before={runs[0].pk}&offset=3")
+def test_the_api_skips_an_offset_after_before_and_refuses_an_unknown_run(client, runs):
+    plain = client.get(reverse("run-list") + f"?before={runs[0].pk}&limit=5").json()
+    both = client.get(reverse("run-list") + f"?before={runs[0].pk}&offset=3&limit=2").json()
     unknown = client.get(reverse("run-list") + "?before=999999999")
 
-    assert both.status_code == 400 and "not both" in both.json()["before"][0]
-    assert unknown.status_code == 400 and "no run 999999999" in unknown.json()["before"][0]
+    assert [r["id"] for r in both["results"]] == [r["id"] for r in plain["results"]][3:5]
+    assert f"before={both['results'][-1]['id']}" in both["next"]  # the next page goes on from its last item
+    assert unknown.status_code == 404 and "no run 999999999" in unknown.json()["detail"]
 
 
 def test_the_api_still_pages_by_offset(client, runs):
