@@ -2,7 +2,7 @@
 on the quick ones, so that a new site's leaderboard has verified rows within minutes.
 
 Its runs go to the demo's queue (``Run.Queue.DEMO``), served by a worker of its own (the Procfile's ``demo``
-process), so a run a person asks for never waits behind them. They are queued in the order they should run: every
+process, two runs at a time: ``BENCH_DEMO_CONCURRENCY``), so a run a person asks for never waits behind them. They are queued in the order they should run: every
 task's validation round first, the tasks by their time limit (shortest first: a task's author sets it by how long
 its work takes), so that no task waits behind an agent's run to become ready; then one run of the tuner (an agent
 that needs no model) on each quick task, in the same order, each within ``DEMO_TUNER_TIME_S`` (the tuner stops its
@@ -20,7 +20,7 @@ from .services import RunRequestError, batch_create
 #: A task whose runs may take at most this long is quick: the demo runs the tuner on it.
 QUICK_TASK_S = 3600
 #: The time each of the demo's tuner runs has (its task's limit when that is shorter).
-DEMO_TUNER_TIME_S = 300
+DEMO_TUNER_TIME_S = 150
 
 
 def demo_queue() -> list[Run]:
