@@ -2,7 +2,8 @@
 on the quick ones, so that a new site's leaderboard has verified rows within minutes.
 
 Its runs go to the demo's queue (``Run.Queue.DEMO``), served by a worker of its own (the Procfile's ``demo``
-process, two runs at a time: ``BENCH_DEMO_CONCURRENCY``), so a run a person asks for never waits behind them. They are queued in the order they should run: every
+process, two runs at a time: ``BENCH_DEMO_CONCURRENCY``), so a run a person asks for never waits behind them.
+They are queued in the order they should run: every
 task's validation round first, the tasks by their time limit (shortest first: a task's author sets it by how long
 its work takes), so that no task waits behind an agent's run to become ready; then one run of the tuner (an agent
 that needs no model) on each quick task, in the same order, each within ``DEMO_TUNER_TIME_S`` (the tuner stops its

@@ -39,7 +39,7 @@ from django.db.models.functions import Coalesce, Length, Substr
 from django.utils import timezone
 
 from .actions import ACTIONS
-from .models import Agent, LLMCall, ReviewTag, Run, RunQuerySet, Step, Submission
+from .models import Agent, LLMCall, ReviewTag, Run, RunQuerySet, Step, Submission, Worker
 from .trace import PLAN
 
 # Who is looking: a signed-in user, an anonymous visitor, or None for an operator's management command
@@ -149,11 +149,37 @@ def validation_wait(version) -> str:
     ahead = (queue_position(first) or 1) - 1
     said = f"its validation waits for a worker of the {Run.Queue(first.queue).label}: {ahead} run"
     said += f"{'' if ahead == 1 else 's'} ahead of it"
-    recent = Run.objects.ended().filter(queue=first.queue, finished_at__gte=timezone.now() - PACE_WINDOW)
-    pace = recent.filter(wall_seconds__gt=0).aggregate(pace=Avg("wall_seconds"))["pace"]
-    if pace and ahead:
-        said += f", about {max(1, round(ahead * pace / 60))} min at the recent pace of {pace / 60:.1f} min a run"
+    seconds, lanes = queue_wait_estimate(first) if ahead else (None, 1)
+    if seconds is not None:
+        over = f" over {lanes} runs at a time" if lanes > 1 else ""
+        said += f", about {max(1, round(seconds / 60))} min by their tasks' run times so far{over}"
     return said
+
+
+def queue_wait_estimate(run: Run) -> tuple[float | None, int]:
+    """How long the runs queued ahead of ``run`` may take, in seconds (None when nothing tells), and how many runs
+    at a time the live workers of its queue execute. Each run ahead counts its task version's mean time over its
+    ended runs, or else its queue's over the last day (``PACE_WINDOW``): a slow task's runs count as slow."""
+    from .jobs import queue_name  # the jobs module imports the models only; kept out of the import-time graph
+
+    ahead = Run.objects.filter(status=Run.Status.QUEUED, queue=run.queue).filter(
+        Q(created_at__lt=run.created_at) | Q(created_at=run.created_at, pk__lt=run.pk)
+    )
+    counts = dict(ahead.order_by().values_list("task_version").annotate(n=Count("pk")))
+    timed = Run.objects.ended().filter(wall_seconds__gt=0)
+    known = dict(
+        timed.filter(task_version__in=counts).order_by().values_list("task_version").annotate(t=Avg("wall_seconds"))
+    )
+    recent = timed.filter(queue=run.queue, finished_at__gte=timezone.now() - PACE_WINDOW)
+    pace = recent.aggregate(pace=Avg("wall_seconds"))["pace"]
+    if any(version not in known for version in counts) and pace is None:
+        return None, 1
+    total = sum(n * (known.get(version) or pace) for version, n in counts.items())
+    alive = timezone.now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)
+    serving = Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=alive)
+    name = queue_name(run.queue)
+    lanes = sum(w.concurrency for w in serving if name in (w.queues or [])) or 1
+    return total / lanes, lanes
 
 
 def queue_positions_fill(runs: list[Run]) -> list[Run]:

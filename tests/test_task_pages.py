@@ -96,24 +96,32 @@ def test_a_baseline_measured_again_says_so_not_the_mean_of_no_runs(client, tiny_
     assert "measured before; measured again: its validation runs now" in page
 
 
-def test_a_task_waiting_for_its_validation_says_how_many_runs_are_ahead_and_about_how_long(client, tiny_task):
+def test_a_task_waiting_for_its_validation_says_how_many_runs_are_ahead_and_about_how_long(client, tiny_task, tmp_path):
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from runner.models import Run
+    from runner.jobs import queue_name
+    from runner.models import Run, Worker
+    from task_bank.services import task_import
+    from tests.factories import package_write
 
+    slow, _ = task_import(root=package_write(tmp_path / "slow"), slug="slow")
     now = timezone.now()
-    for _ in range(2):  # ended lately on the demo's queue: 2 minutes a run
+    for _ in range(2):  # ended lately on the demo's queue: 2 minutes a run of tiny
         RunFactory(task_version=tiny_task, queue="demo", wall_seconds=120, finished_at=now - timedelta(minutes=5))
-    for _ in range(3):  # queued first, on the demo's queue
-        RunFactory(task_version=tiny_task, queue="demo", status=Run.Status.QUEUED)
+    RunFactory(task_version=slow, queue="demo", wall_seconds=600, finished_at=now)  # and 10 minutes one of slow
+    for version in (tiny_task, tiny_task, slow):  # queued first, on the demo's queue
+        RunFactory(task_version=version, queue="demo", status=Run.Status.QUEUED)
     RunFactory(task_version=tiny_task, queue="demo", status=Run.Status.QUEUED, purpose=Run.Purpose.VALIDATION)
-    page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
-    assert (
-        "its validation waits for a worker of the demo runs: 3 runs ahead of it, about 6 min at the recent pace "
-        "of 2.0 min a run"
-    ) in page
+    url = reverse("leaderboard:task_detail", args=[tiny_task.task.slug])
+    page = client.get(url).content.decode()
+    # Each run ahead at its own task's time: 2 + 2 + 10 minutes, not 3 runs at the queue's mean.
+    assert "its validation waits for a worker of the demo runs: 3 runs ahead of it, about 14 min by their " in page
+    Worker.objects.create(name="demo@h", queues=[queue_name("demo")], pid=1, concurrency=2, started_at=now,
+                          heartbeat_at=now)  # fmt: skip
+    page = client.get(url).content.decode()
+    assert "3 runs ahead of it, about 7 min by their tasks&#x27; run times so far over 2 runs at a time" in page
     Run.objects.filter(purpose=Run.Purpose.VALIDATION).update(status=Run.Status.RUNNING)
     page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
     assert "its validation runs now" in page
