@@ -33,8 +33,8 @@ ENTRANT = ("agent__name", "agent__version", "model")
 def home_counts(*, viewer: Viewer) -> dict:
     """What the home page counts of the runs the viewer may see: the runs the leaderboard counts (``ranked_runs``:
     trials of the current versions of enabled tasks that ended finished, failed by the agent or at a limit) and how
-    many of them succeeded, and the trials not ended yet: running (on a worker) and queued (they count once they
-    end)."""
+    many of them succeeded, and the runs not ended yet, validation rounds too, as the runs list shows them: running
+    (on a worker) and queued (a trial counts once it ends)."""
 
     def compute() -> dict:
         runs, counted = ranked_runs(viewer=viewer)
@@ -43,7 +43,7 @@ def home_counts(*, viewer: Viewer) -> dict:
         )
 
     counts = ranking_cached("home_counts", viewer=viewer, options=DEFAULT_OPTIONS, compute=compute)
-    live = runs_visible_to(viewer).trials().live()
+    live = runs_visible_to(viewer).live()
     now = live.aggregate(running=Count("pk", filter=Q(status__in=Run.ON_WORKER)), live=Count("pk"))
     counts["running"], counts["queued"] = now["running"], now["live"] - now["running"]
     return counts

@@ -38,12 +38,14 @@ def runs(tiny_task, tmp_path):
 
 
 def test_the_home_page_counts_what_the_leaderboard_counts(client, runs):
+    version = runs[0].task_version
+    RunFactory(task_version=version, purpose=Run.Purpose.VALIDATION, status=Run.Status.QUEUED)  # as /runs/ lists
     html = client.get(reverse("leaderboard:home")).content.decode()
 
     assert "<strong>2</strong> runs counted" in html
     assert "<strong>1</strong> succeeded" in html
     assert "<strong>1</strong> running" in html  # the running trial: it counts once it ends
-    assert "<strong>2</strong> queued" in html  # not running yet: said apart
+    assert "<strong>3</strong> queued" in html  # not running yet, a validation run among them: said apart
 
 
 def test_the_home_pages_count_links_to_the_runs_it_counts(client, runs):
