@@ -15,6 +15,8 @@ _metrics = Path(
 
 
 limit_request_line = 8190
+# No control socket (gunicornc is not used): its default path is one per user, so two servers on a host shared it.
+control_socket_disable = True
 
 
 def on_starting(server) -> None:
