@@ -4,14 +4,18 @@
 
 The terminal gets only what the `--terminal` process says (bench_ready: where the site is). Every other process
 writes to LOG-DIR/<name>.log. When one of them stops on its own, its last log lines are shown and the others are
-stopped. Ctrl-C (or SIGTERM) stops them all: each gets SIGTERM, which a Celery worker takes as a warm shutdown
-(its run handed back to the queue), and SIGKILL if it is still there after STOP_WAIT_S seconds.
+stopped. Ctrl-C (or SIGTERM) stops them all. Each runs in a process group of its own (as honcho ran them): it gets
+SIGTERM, which a Celery worker takes as a warm shutdown (its run handed back to the queue, its pool stopped by
+itself); once it has ended, what is left of its group (a shell's children) gets SIGTERM too; and whatever is still
+there after STOP_WAIT_S seconds gets SIGKILL.
 Only the standard library.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -31,6 +35,25 @@ def procfile_read(path: Path) -> dict[str, str]:
         if sep and name.strip() and not name.lstrip().startswith("#"):
             processes[name.strip()] = command.strip()
     return processes
+
+
+def group_signal(process: subprocess.Popen, signum: int) -> None:
+    """Signal the process's group: the process and whatever it started (a shell's command, a server's workers)."""
+    with contextlib.suppress(ProcessLookupError):  # the whole group has ended
+        os.killpg(process.pid, signum)
+
+
+def group_alive(process: subprocess.Popen) -> bool:
+    """Whether the process, or anything it started, still runs (its group has a member)."""
+    if process.poll() is None:
+        return True
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member that changed its user (a sandbox): still there
+        return True
+    return True
 
 
 def log_tail(path: Path) -> str:
@@ -57,7 +80,11 @@ class Stack:
                 out.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} started: {command}\n")
                 out.flush()
             self.processes[name] = subprocess.Popen(
-                ["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                ["/bin/sh", "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             if out is not None:
                 out.close()
@@ -66,12 +93,12 @@ class Stack:
         self.stopping = True
         for process in self.processes.values():
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)  # the process stops its own children (a worker's pool)
 
     def wait(self) -> int:
         """Until every process has ended; the exit code is 0 after Ctrl-C, else the first stopped one's."""
         code = 0
-        while any(p.poll() is None for p in self.processes.values()):
+        while any(group_alive(p) for p in self.processes.values()):
             if self.stopping:
                 self.reap(time.monotonic() + STOP_WAIT_S)
                 break
@@ -84,13 +111,18 @@ class Stack:
         return code
 
     def reap(self, deadline: float) -> None:
-        while time.monotonic() < deadline and any(p.poll() is None for p in self.processes.values()):
+        told: set[int] = set()
+        while time.monotonic() < deadline and any(group_alive(p) for p in self.processes.values()):
+            for process in self.processes.values():
+                if process.poll() is not None and process.pid not in told and group_alive(process):
+                    told.add(process.pid)
+                    group_signal(process, signal.SIGTERM)  # it ended and left children behind
             time.sleep(0.2)
         for name, process in self.processes.items():
-            if process.poll() is None:
+            if group_alive(process):
                 sys.stderr.write(f"{name} did not stop within {STOP_WAIT_S} s: killed\n")
-                process.kill()
-                process.wait()
+                group_signal(process, signal.SIGKILL)
+            process.wait()
 
     def say_stopped(self, name: str, code: int) -> None:
         sys.stderr.write(f"\n{name} stopped (exit code {code}), so everything stops.\n")

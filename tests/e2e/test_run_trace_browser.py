@@ -94,7 +94,7 @@ def test_a_live_poll_adds_new_steps_and_keeps_what_the_reader_opened(page, live_
     assert page.locator("#step-0 details.llm-calls[open]").count() == 1
     assert page.locator("#step-0 .calls >> text=which file first?").is_visible()  # the prompt, opened, too
     assert [s.get_attribute("id") for s in page.locator("li.step[id]").all()] == ["step-0", "step-1", "step-2"]
-    assert page.locator("#step-index a").all_inner_texts() == ["0", "1", "2"]  # the strip grows with the steps
+    assert page.locator("#jump-links a").all_inner_texts() == ["0", "1", "2"]  # the strip grows with the steps
 
 
 def test_a_reader_finds_steps_of_a_200_step_run_by_searching_and_the_matches_are_highlighted(

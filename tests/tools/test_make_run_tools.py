@@ -1,6 +1,7 @@
 """`make run`'s two helpers: pip's progress in one line with its log kept, and the processes started from a
 Procfile, each with its own log, stopped together."""
 
+import signal
 import subprocess
 import sys
 import time
@@ -63,6 +64,25 @@ def test_a_process_that_stops_stops_the_rest_and_its_last_log_lines_are_shown(tm
     assert Path(f"{marker}.stopped").exists()  # the others were asked to stop, not left behind
     assert (tmp_path / "log" / "broken.log").read_text().rstrip().endswith("port 8000 is taken")
     assert time.monotonic() - started < 60
+
+
+def test_sigterm_to_it_alone_stops_every_process_and_what_each_started(tmp_path):
+    # Not Ctrl-C in a terminal, which signals every process at once: one signal to the starter, as a service
+    # manager sends it. A shell that runs a command without exec leaves its child behind unless the group goes.
+    procfile = tmp_path / "Procfile"
+    pids = tmp_path / "pids"
+    procfile.write_text(f"web: sleep 300 & echo $! >> {pids}; wait\nworker: sleep 300 & echo $! >> {pids}; wait\n")
+    starter = subprocess.Popen(
+        [sys.executable, "tools/start.py", str(procfile), str(tmp_path / "log"), "web", "worker"], cwd=ROOT
+    )
+    deadline = time.monotonic() + 30
+    while (not pids.exists() or len(pids.read_text().split()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    started = [int(pid) for pid in pids.read_text().split()]
+    starter.send_signal(signal.SIGTERM)
+    assert starter.wait(timeout=60) == 0
+    time.sleep(0.5)
+    assert [pid for pid in started if Path(f"/proc/{pid}").exists()] == []  # no sleep left behind
 
 
 def test_a_name_the_procfile_lacks_is_refused_naming_what_it_has(tmp_path):
