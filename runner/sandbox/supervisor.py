@@ -13,12 +13,12 @@ is ever imported). It talks to the worker over one Unix seqpacket socket (fd ``<
 - ``{"op": "kill"}`` while a command runs: kill it and everything it started now (the answer above follows).
 
 After each command every other process of the sandbox is killed (``kill(-1, SIGKILL)`` from PID 1 reaches all of
-them and never PID 1) and reaped, /tmp is emptied and System V IPC objects are removed, so the next command starts
-as in a fresh sandbox (POSIX message queues, which need a filesystem the sandbox does not mount to be listed, are
-the exception; they are small and bounded per user). The supervisor is not dumpable: code running as the same
-user cannot ptrace it or open its /proc files (its socket among them); as PID 1 of the namespace it gets no signal
-from inside it that it does not handle, and it handles none. When the socket closes (the worker is gone) it kills
-everything and exits.
+them and never PID 1) and reaped, /tmp and /dev/shm are emptied and System V IPC objects are removed, so the
+next command starts as in a fresh sandbox (POSIX message queues, which need a filesystem the sandbox does not
+mount to be listed, are the exception; they are small and bounded per user). The supervisor is not dumpable: code
+running as the same user cannot ptrace it or open its /proc files (its socket among them); as PID 1 of the
+namespace it gets no signal from inside it that it does not handle, and it handles none. When the socket closes
+(the worker is gone) it kills everything and exits.
 """
 
 from __future__ import annotations
@@ -118,16 +118,16 @@ def kill_everything() -> None:
             return
 
 
-def tmp_tree() -> set[str]:
-    """Every path under /tmp, on /tmp's own filesystem: what the sandbox put there when it started (the folders
-    of mounts of the interpreter, when it lives under /tmp) is kept; a folder of another filesystem (a mount)
-    is listed but not entered."""
+def tmp_tree(root: str = "/tmp") -> set[str]:
+    """Every path under ``root`` (/tmp, or /dev/shm), on its own filesystem: what the sandbox put there when it
+    started (the folders of mounts of the interpreter, when it lives under /tmp) is kept; a folder of another
+    filesystem (a mount) is listed but not entered."""
     found: set[str] = set()
     try:
-        root_dev = os.lstat("/tmp").st_dev
+        root_dev = os.lstat(root).st_dev
     except OSError:
         return found
-    for folder, subfolders, names in os.walk("/tmp"):
+    for folder, subfolders, names in os.walk(root):
         for name in names:
             found.add(os.path.join(folder, name))
         for name in list(subfolders):
@@ -141,12 +141,12 @@ def tmp_tree() -> set[str]:
     return found
 
 
-def empty_tmp(kept: set[str]) -> bool:
-    """What a command left in /tmp goes (it would count against the next one's memory: /tmp is in RAM), all but
-    ``kept`` (what was there when the sandbox started); False when /tmp is not as it started (then the sandbox
-    retires: the next command gets a new one)."""
+def empty_tmp(kept: set[str], root: str = "/tmp") -> bool:
+    """What a command left in /tmp (or /dev/shm) goes (it would count against the next one's memory: both are in
+    RAM), all but ``kept`` (what was there when the sandbox started); False when it is not as it started (then the
+    sandbox retires: the next command gets a new one)."""
     try:
-        entries = tmp_tree() - kept
+        entries = tmp_tree(root) - kept
     except (OSError, RecursionError):
         return False
     for path in sorted(entries, key=len):
@@ -160,7 +160,7 @@ def empty_tmp(kept: set[str]) -> bool:
         except (OSError, RecursionError):
             pass
     try:
-        return tmp_tree() == kept
+        return tmp_tree(root) == kept
     except (OSError, RecursionError):
         return False
 
@@ -250,7 +250,7 @@ def run(sock: socket.socket, request: dict, fds: list[int], state: list, kept: s
         kill_all_but_me()
     _, status, usage = os.wait4(pid, 0)
     kill_everything()
-    clean = empty_tmp(kept)
+    clean = all([empty_tmp(kept), empty_tmp(set(), "/dev/shm")])  # both emptied, whatever the first gives
     remove_ipc()
     if gone:
         return False

@@ -194,3 +194,28 @@ def test_a_script_starts_without_the_platforms_editable_install_finder(make_env)
     assert "_EditableFinder" in host  # the test's own interpreter has it: an editable install (make install)
     assert "finders [" in outcome.observation and "ok" in outcome.observation, outcome.observation
     assert "_EditableFinder" not in outcome.observation
+
+
+def test_dev_shm_is_bounded_and_the_next_script_finds_it_empty(make_env):
+    # A private /dev/shm is memory, as /tmp is: as large as /tmp, and emptied after each script of a kept sandbox.
+    from runner.sandbox.base import Limits
+
+    env = make_env({"fill.py": FILL_SHM, "look.py": "import os\nprint('left', sorted(os.listdir('/dev/shm')))"},
+                   limits=Limits(tmp_mb=32))  # fmt: skip
+
+    filled = env.execute("Execute Script", {"script_name": "fill.py"})
+    looked = env.execute("Execute Script", {"script_name": "look.py"})
+
+    assert "No space left" in filled.observation and "FILLED" not in filled.observation, filled.observation
+    assert "left []" in looked.observation, looked.observation
+
+
+FILL_SHM = """
+try:
+    with open("/dev/shm/fill.bin", "wb") as fh:
+        for _ in range(100):
+            fh.write(b"x" * 1024 * 1024)
+    print("FILLED")
+except OSError as exc:
+    print("blocked", exc)
+"""
