@@ -1,5 +1,5 @@
 """``/metrics``: the platform in Prometheus's text format, for an operator's Prometheus and Grafana
-(``docs/operations.md``, with a starter dashboard in ``docs/grafana-dashboard.json``).
+(``docs/deploy.md``, "Metrics", with a starter dashboard in ``docs/grafana-dashboard.json``).
 
 Two sources, read at each scrape:
 

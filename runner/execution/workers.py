@@ -81,10 +81,11 @@ def periodic_passes() -> list[tuple[str, float, Callable[[], None]]]:
     ]
 
 
-def periodic_claim(name: str, period_s: float) -> bool:
-    """Whether this worker takes the pass of the current period: the first of all workers to count it in the shared
-    counter (``core.shared_cache.count_hit``, one atomic increment), so two never run the same period's pass."""
-    count, _ = count_hit(f"periodic:{name}", window_s=max(1, round(period_s)))
+def periodic_claim(name: str, window_s: int) -> bool:
+    """Whether this worker takes the pass of the current window of ``window_s`` seconds: the first of all workers to
+    count it in the shared counter (``core.shared_cache.count_hit``, one atomic increment), so two never run the
+    same window's pass."""
+    count, _ = count_hit(f"periodic:{name}", window_s=window_s)
     return count == 1
 
 
@@ -123,8 +124,9 @@ class HeartbeatThread(threading.Thread):
             now = time.time()
             if now < self.next_pass.get(name, 0.0):
                 continue
-            self.next_pass[name] = (now // max(1, round(period_s)) + 1) * max(1, round(period_s))
-            if periodic_claim(name, period_s):
+            window_s = max(1, round(period_s))
+            self.next_pass[name] = (now // window_s + 1) * window_s  # the next window's start
+            if periodic_claim(name, window_s):
                 try:
                     work()
                 except Exception:
