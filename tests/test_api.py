@@ -96,3 +96,17 @@ def test_with_the_queue_unreachable_the_api_answers_503_and_the_runs_stay_queued
         "do not send the request again"
     )
     assert [(run.status, run.sent_at) for run in runs] == [("queued", None), ("queued", None)]
+
+
+def test_the_schema_says_no_text_parameter_takes_a_nul_byte_and_every_operation_may_answer_414(client, db):
+    # A NUL byte is refused on every request (core.middleware): a schema that allowed one would call the
+    # refusal a mismatch. 414 comes from gunicorn, before the API: declared on each operation (core.schema).
+    schema = client.get("/api/v1/schema/?format=json").json()
+    listing = schema["paths"]["/api/v1/runs/"]["get"]
+    texts = [
+        p["schema"] for p in listing["parameters"] if p["schema"].get("type") == "string" and "enum" not in p["schema"]
+    ]
+    assert texts and all(re.fullmatch(s["pattern"], "a\x00b") is None for s in texts)
+    assert all(re.fullmatch(s["pattern"], "tuner") for s in texts if s["pattern"] == r"^[^\x00]*$")
+    operations = [op for path in schema["paths"].values() for op in path.values() if isinstance(op, dict)]
+    assert all("414" in op["responses"] for op in operations)

@@ -137,7 +137,8 @@ def test_a_run_whose_database_connections_are_cut_goes_on_and_loses_no_time(
         for _ in range(3):  # three cuts, a few seconds apart, while scripts run and steps are written
             cut_connections()
             time.sleep(2)
-        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 120, "the run to end")
+        # Well before the stale limit (600 s): the run is not waiting for the reaper.
+        wait_for(lambda: Run.objects.get(pk=run.pk).has_ended, 300, "the run to end")
     finally:
         stop_worker(worker)
     run.refresh_from_db()

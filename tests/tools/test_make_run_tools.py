@@ -54,7 +54,6 @@ def test_a_process_that_stops_stops_the_rest_and_its_last_log_lines_are_shown(tm
         f"broken: echo port 8000 is taken; sleep 1; exit 3\n"
         f"long: trap 'touch {marker}.stopped; exit 0' TERM; touch {marker}; while true; do sleep 0.1; done\n"
     )
-    started = time.monotonic()
     names = ["ready", "broken", "long", "--terminal", "ready"]
     done = tool("tools/start.py", str(procfile), str(tmp_path / "log"), *names)
 
@@ -63,7 +62,6 @@ def test_a_process_that_stops_stops_the_rest_and_its_last_log_lines_are_shown(tm
     assert "broken stopped (exit code 3)" in done.stderr and "port 8000 is taken" in done.stderr
     assert Path(f"{marker}.stopped").exists()  # the others were asked to stop, not left behind
     assert (tmp_path / "log" / "broken.log").read_text().rstrip().endswith("port 8000 is taken")
-    assert time.monotonic() - started < 60
 
 
 def test_sigterm_to_it_alone_stops_every_process_and_what_each_started(tmp_path):
