@@ -51,8 +51,7 @@ class RunPulse:
         finally:
             spent = time.monotonic() - started
             self.deadline = deadline + spent
-            mine = Run.objects.filter(pk=self.run.pk, attempt=self.attempt)
-            db_retried(lambda: mine.update(paused_seconds=F("paused_seconds") + spent), what=f"run {self.run.pk}")
+            self.write(paused_seconds=F("paused_seconds") + spent)
 
     def time_limit_end(self) -> None:
         """The run's time limit is over with the agent's work: what it left is evaluated on the evaluation's own
