@@ -2,7 +2,7 @@
 
     python tools/install_progress.py LOG WHAT PIP-INSTALL-ARGUMENTS...
 
-Runs ``python -m pip install`` with the arguments (WHAT names what they install) and writes everything pip says
+Runs ``python -m pip install`` with the arguments (WHAT names what they install) and adds everything pip says
 to LOG. It shows how far pip has got: on a terminal one line rewritten in place, elsewhere a line at each stage.
 When pip fails, its last lines and the log's path are printed and the exit code is pip's. Only the standard
 library: it runs before anything is installed.
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     progress = Progress(sys.stdout, f"installing {what}")
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     command = [sys.executable, "-m", "pip", "install", "--progress-bar", "off", *args]
-    with open(log, "w") as kept:
+    with open(log, "a") as kept:  # each install of `make install` adds its own output
         kept.write(" ".join(command) + "\n")
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pip:
             for line in pip.stdout:

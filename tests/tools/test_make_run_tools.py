@@ -44,6 +44,9 @@ def test_an_install_says_one_line_per_stage_off_a_terminal(tmp_path):
     lines = done.stdout.splitlines()
     assert [line.split(": ")[1].split(" in ")[0] for line in lines] == ["installing", "done"], lines
     assert "Successfully installed" in (tmp_path / "install.log").read_text()
+    again = tool("tools/install_progress.py", str(tmp_path / "install.log"), "the example", *args)
+    kept = (tmp_path / "install.log").read_text()
+    assert again.returncode == 0 and kept.count(f"{sys.executable} -m pip install") == 2  # both calls kept
 
 
 def test_a_process_that_stops_stops_the_rest_and_its_last_log_lines_are_shown(tmp_path):
