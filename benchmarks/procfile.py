@@ -29,11 +29,12 @@ SERVICE_VARIABLES = (
 
 
 def procfile_line(name: str) -> str:
-    """The command of the Procfile's ``name:`` line, as written (variables not expanded)."""
+    """The command of the Procfile's ``name:`` line, as written (variables not expanded), less the shell's ``exec``
+    (a benchmark starts the program itself)."""
     for line in PROCFILE.read_text().splitlines():
         key, sep, command = line.partition(":")
         if sep and key.strip() == name:
-            return command.strip()
+            return command.strip().removeprefix("exec ")
     raise KeyError(f"the Procfile has no {name!r} line (it has: {', '.join(procfile_names())})")
 
 

@@ -7,7 +7,9 @@ writes to LOG-DIR/<name>.log. When one of them stops on its own, its last log li
 stopped. Ctrl-C (or SIGTERM) stops them all. Each runs in a process group of its own (as honcho ran them): it gets
 SIGTERM, which a Celery worker takes as a warm shutdown (its run handed back to the queue, its pool stopped by
 itself); once it has ended, what is left of its group (a shell's children) gets SIGTERM too; and whatever is still
-there after STOP_WAIT_S seconds gets SIGKILL.
+there after STOP_WAIT_S seconds gets SIGKILL. The Procfile's lines `exec` their program, so the first SIGTERM
+reaches the program alone: a shell in between would die of it and leave the group's SIGTERM to hit a Celery
+worker's pool processes mid-shutdown, where one killed holding the pool's queue lock hangs the worker.
 Only the standard library.
 """
 

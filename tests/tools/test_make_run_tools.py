@@ -92,3 +92,11 @@ def test_a_name_the_procfile_lacks_is_refused_naming_what_it_has(tmp_path):
     done = tool("tools/start.py", str(procfile), str(tmp_path / "log"), "web", "wrker")
 
     assert done.returncode == 2 and "not in" in done.stderr and "wrker" in done.stderr and "it has web" in done.stderr
+
+
+def test_every_line_of_the_projects_procfile_execs_its_program():
+    # Stopping sends SIGTERM to the line's process. Were it a shell, the shell would die of it, and the group's
+    # SIGTERM that follows would kill a Celery worker's pool processes during its warm shutdown: one killed holding
+    # the pool's queue lock hangs the worker until SIGKILL.
+    lines = [line.partition(":")[2].strip() for line in (ROOT / "Procfile").read_text().splitlines() if ":" in line]
+    assert lines and all(line.startswith("exec ") for line in lines), lines
