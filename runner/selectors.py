@@ -138,14 +138,17 @@ PACE_WINDOW = timedelta(days=1)
 
 def validation_wait(version) -> str:
     """What a task version that is not ready waits for, in words: its validation on a worker now, or its first
-    validation run's place in its queue, with how long the runs ahead may take at that queue's recent pace ("" when
-    no validation run is queued or running)."""
+    validation run's place in its queue, with how long the runs ahead may take at that queue's recent pace; when
+    none is queued or running, when it will be validated (a failed version: "")."""
     runs = Run.objects.filter(task_version=version, purpose=Run.Purpose.VALIDATION)
     if runs.on_worker().exists():
         return "its validation runs now"
     first = runs.live().order_by(*Run.QUEUE_ORDER).first()
     if first is None:
-        return ""
+        if version.status != version.Status.PENDING:
+            return ""
+        repeats = version.validation_repeats
+        return f"{repeats} run{'s' if repeats != 1 else ''} of its baseline measure it before the first run asked of it"
     ahead = (queue_position(first) or 1) - 1
     said = f"its validation waits for a worker of the {Run.Queue(first.queue).label}: {ahead} run"
     said += f"{'' if ahead == 1 else 's'} ahead of it"

@@ -96,6 +96,15 @@ def test_a_baseline_measured_again_says_so_not_the_mean_of_no_runs(client, tiny_
     assert "measured before; measured again: its validation runs now" in page
 
 
+def test_a_task_nobody_has_validated_says_when_it_will_be(client, tiny_task):
+    # as a slow built-in task the demo leaves out: no validation queued
+    tiny_task.status, tiny_task.validation_repeats = "pending", 3
+    tiny_task.save(update_fields=["status", "validation_repeats"])
+    page = client.get(reverse("leaderboard:task_detail", args=[tiny_task.task.slug])).content.decode()
+    assert "not measured yet (Not validated):" in page
+    assert "3 runs of its baseline measure it before the first run asked of it" in page
+
+
 def test_a_task_waiting_for_its_validation_says_how_many_runs_are_ahead_and_about_how_long(client, tiny_task, tmp_path):
     from datetime import timedelta
 

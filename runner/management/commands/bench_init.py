@@ -17,7 +17,7 @@ from task_bank.services import builtin_tasks_load
 class Command(BaseCommand):
     help = (
         "First-start setup for `make run`: load the built-in tasks and agents, create an admin account if "
-        "there is none, queue the demo (each built-in task validated, the tuner on the quick ones, on the demo's "
+        "there is none, queue the demo (the quick built-in tasks validated, the tuner on them, on the demo's "
         "own worker) if no runs exist, and with BENCH_LOCAL_MODEL=1 register the local model endpoint local-smollm2."
     )
 
@@ -51,8 +51,9 @@ class Command(BaseCommand):
             tasks = {run.task_id for run in runs}
             tuned = sum(run.agent.name == "tuner" for run in runs)
             self.say(
-                f"queued the demo: {len(tasks)} built-in tasks validated, quickest first, and the tuner on {tuned} "
-                f"of them ({len(runs)} runs on the demo's own worker)"
+                f"queued the demo: {len(tasks)} quick built-in tasks validated, quickest first, and the tuner on "
+                f"{tuned} of them ({len(runs)} runs on the demo's own worker); the slow ones are validated before "
+                "their first run"
             )
 
     def say(self, text: str, level: int = 1) -> None:
