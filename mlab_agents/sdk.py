@@ -10,6 +10,10 @@ one per line, and reads one answer per request:
     -> {"type": "llm", "messages": [{"role": "user", "content": "..."}], "purpose": "edit"}
     <- {"type": "completion", "text": "...", "tokens_in": 12, "tokens_out": 40}
 
+An ``llm`` request may offer the model functions, as OpenAI's protocol does (``tools``, ``tool_choice``); the
+answer then has the functions it called, ``tool_calls``, and the conversation goes on with the assistant's message
+(content null, its ``tool_calls``) and a ``{"role": "tool", "tool_call_id": ..., "content": ...}`` message per call.
+
 An agent that carries out a high-level action with its own code (MLAgentBench's Understand File, ...) takes the
 low-level actions it needs with ``low`` messages, then sends the step with the observation it made:
 
@@ -169,12 +173,17 @@ class Env:
 
     def complete(self, messages: list[dict] | str, *, purpose: str = "", **options: Any) -> str:
         """Ask the run's model for a completion (made by the platform; tokens counted to the run)."""
+        return self.chat(messages, purpose=purpose, **options).get("text", "")
+
+    def chat(self, messages: list[dict] | str, *, purpose: str = "", **options: Any) -> dict:
+        """``complete``'s whole answer: ``text``, the tokens, and the functions the model called (``tool_calls``, []
+        for none) when ``options`` offer it some (``tools``, ``tool_choice``)."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
         answer = self._request({"type": "llm", "messages": messages, "purpose": purpose, **options})
         if answer.get("type") != "completion":
             raise LLMError(answer.get("message", "the completion failed"))
-        return answer.get("text", "")
+        return {"tool_calls": [], **answer}
 
 
 def _canonical(value: Any) -> str:

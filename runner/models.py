@@ -700,13 +700,19 @@ class LLMCall(models.Model):
     endpoint = models.CharField(max_length=100, blank=True)
     model = models.CharField(max_length=200)
     messages = models.JSONField(default=list)
+    tools = models.JSONField(
+        default=dict, blank=True, help_text="The functions offered the model: tools and tool_choice ({} for none)."
+    )
     completion = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True, help_text="The functions the model called.")
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     latency_s = models.FloatField(default=0)
     error = models.TextField(blank=True)
-    recorded_bytes = models.PositiveIntegerField(default=0, help_text="What the row holds: prompt, completion, error.")
+    recorded_bytes = models.PositiveIntegerField(
+        default=0, help_text="What the row holds: prompt, functions offered, completion, calls, error."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,10 +1,10 @@
 """An HTTP server speaking the OpenAI chat-completions protocol on loopback, scripted per test.
 
 Each request takes the next scripted reply: a string (the completion text), a dict with any of
-``content``, ``usage`` ({"prompt_tokens": .., "completion_tokens": ..} or None for no usage), ``status``
-(an HTTP error, its body OpenAI's error object unless ``body_text`` gives it), ``body`` (raw bytes to send),
-``delay`` (seconds to wait first), or a callable taking the request JSON and returning one of those. When the
-script runs out, ``default`` answers.
+``content`` (None: null, as beside function calls), ``tool_calls`` (the functions the model calls), ``usage``
+({"prompt_tokens": .., "completion_tokens": ..} or None for no usage), ``status`` (an HTTP error, its body OpenAI's
+error object unless ``body_text`` gives it), ``body`` (raw bytes to send), ``delay`` (seconds to wait first), or a
+callable taking the request JSON and returning one of those. When the script runs out, ``default`` answers.
 """
 
 from __future__ import annotations
@@ -94,10 +94,12 @@ class FakeOpenAI:
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": request.get("model", ""),
-                    "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                    ],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
                 }
+                choice = payload["choices"][0]
+                choice["finish_reason"] = "tool_calls" if reply.get("tool_calls") else "stop"
+                if "tool_calls" in reply:
+                    choice["message"]["tool_calls"] = reply["tool_calls"]
                 if usage is not None:
                     payload["usage"] = usage | {"total_tokens": sum(usage.values())}
                 self._send(200, json.dumps(payload).encode())

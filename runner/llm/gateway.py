@@ -35,7 +35,9 @@ from ..text import db_json, db_text
 
 log = logging.getLogger(__name__)
 
-ALLOWED_OPTIONS = {"temperature", "max_tokens", "stop", "top_p", "seed"}
+ALLOWED_OPTIONS = {"temperature", "max_tokens", "stop", "top_p", "seed", "tools", "tool_choice"}
+#: What an agent may ask of the model's functions (``tool_choice``): OpenAI's words, or one function by name.
+TOOL_CHOICES = ("none", "auto", "required")
 MAX_COMPLETION_TOKENS = 200_000
 #: The most of an endpoint's answer that is read: a chat completion of MAX_COMPLETION_TOKENS tokens is a few MB at
 #: most; a sick server sending more does not fill the worker's memory.
@@ -75,6 +77,8 @@ class Completion:
     cost: Decimal
     latency_s: float
     call_id: int
+    #: The functions the model called (OpenAI's ``tool_calls``: id, type and function name and arguments), if any.
+    tool_calls: list[dict] = field(default_factory=list)
 
 
 def no_endpoint(model: str) -> LLMError:
@@ -143,19 +147,25 @@ def cost_of(endpoint: ModelEndpoint, tokens_in: int, tokens_out: int) -> Decimal
     ) / million
 
 
-def estimate_tokens(messages: list[dict]) -> int:
-    return len(json.dumps(messages)) // CHARS_PER_TOKEN + 1
+def estimate_tokens(messages: list[dict], tools: list | None = None) -> int:
+    return (
+        len(json.dumps(messages)) // CHARS_PER_TOKEN + (len(json.dumps(tools)) // CHARS_PER_TOKEN if tools else 0) + 1
+    )
 
 
 #: Tokens a chat template may add around each message (role markers, separators), and around the whole prompt.
 MESSAGE_OVERHEAD_TOKENS = 16
 
 
-def prompt_bound(messages: list[dict]) -> int:
+def prompt_bound(messages: list[dict], tools: list | None = None) -> int:
     """At most how many tokens the prompt can be, whatever the tokenizer: one per byte of its text (a byte-level
-    tokenizer never makes more), plus the template's tokens around each message."""
-    text_bytes = sum(len(str(m.get("content", "")).encode()) + len(str(m.get("role", "")).encode()) for m in messages)
-    return text_bytes + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+    tokenizer never makes more), with the function calls it quotes and the functions offered (as JSON, the most
+    a template writes of them), plus the template's tokens around each message."""
+    text_bytes = sum(len(str(m.get("content") or "").encode()) + len(str(m.get("role", "")).encode()) for m in messages)
+    calls_bytes = sum(len(json.dumps(m["tool_calls"]).encode()) for m in messages if m.get("tool_calls"))
+    calls_bytes += sum(len(str(m.get("tool_call_id", "")).encode()) for m in messages)
+    tools_bytes = len(json.dumps(tools).encode()) if tools else 0
+    return text_bytes + calls_bytes + tools_bytes + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
 
 
 @dataclass(frozen=True)
@@ -164,11 +174,13 @@ class Reservation:
     cost: Decimal
 
 
-def budget_reserve(run: Run, endpoint: ModelEndpoint, messages: list[dict], max_tokens: int) -> Reservation:
+def budget_reserve(
+    run: Run, endpoint: ModelEndpoint, messages: list[dict], max_tokens: int, tools: list | None = None
+) -> Reservation:
     """Reserve the call's worst case (the prompt's bound plus its max_tokens) against the run's token and cost
     budgets, in one conditional UPDATE, or refuse the call that could take the run over either. Calls in flight
     count as spent, so no two calls can together pass a budget; ``budget_settle`` gives the reservation back."""
-    prompt = prompt_bound(messages)
+    prompt = prompt_bound(messages, tools)
     need = prompt + max_tokens
     cost = cost_of(endpoint, prompt, max_tokens)
     fits_tokens = Q(max_tokens__isnull=True) | Q(
@@ -234,9 +246,12 @@ def calls_limit_check(run: Run, step_index: int, *, prompt_bytes: int = 0) -> No
             )
 
 
-def prompt_size(messages: list[dict]) -> int:
-    """The bytes a call's messages take where its row keeps them."""
-    return len(json.dumps(messages, ensure_ascii=False).encode())
+def prompt_size(messages: list[dict], tools: dict | None = None) -> int:
+    """The bytes a call's messages, and the functions it offers (``tools``: the row's), take where its row keeps
+    them."""
+    return len(json.dumps(messages, ensure_ascii=False).encode()) + (
+        len(json.dumps(tools, ensure_ascii=False).encode()) if tools else 0
+    )
 
 
 def budget_settle(run: Run, reservation: Reservation) -> None:
@@ -322,11 +337,12 @@ def _status_failure(status: int, headers: urllib3.HTTPHeaderDict, data: bytes) -
 
 def _call(
     client: EndpointClient, endpoint: ModelEndpoint, messages: list[dict], options: dict, timeout: float
-) -> tuple[dict, str]:
-    """One chat completion request: the answer's JSON and its text, or ``EndpointFailure`` saying what came
-    instead. The request is the OpenAI protocol's, made on the endpoint's kept connections: of its answer the
-    gateway reads the text and the usage. Against a server that answers at once (``benchmarks/llm_call.py
-    --clients``): 0.45 ms a call, httpx's client 0.57 ms, the ``openai`` package's typed client 1.20 ms."""
+) -> tuple[dict, dict]:
+    """One chat completion request: the answer's JSON and its message (its text in ``content``, "" for none, and
+    the functions it called in ``tool_calls``), or ``EndpointFailure`` saying what came instead. The request is the
+    OpenAI protocol's, made on the endpoint's kept connections: of its answer the gateway reads the message and the
+    usage. Against a server that answers at once (``benchmarks/llm_call.py --clients``): 0.45 ms a call, httpx's
+    client 0.57 ms, the ``openai`` package's typed client 1.20 ms."""
     body = json.dumps({"model": endpoint.model_id, "messages": messages, **options}).encode()
     try:
         response = client.pool.request(
@@ -373,7 +389,28 @@ def _call(
         text = ""
     if not isinstance(text, str):
         raise EndpointFailure(f"the message content is not text: {str(text)[:300]}")
-    return answer, text
+    calls = message.get("tool_calls") or []
+    if not (isinstance(calls, list) and all(_tool_call_ok(call) for call in calls)):
+        raise EndpointFailure(
+            "the message's tool_calls are not a list of "
+            '{"id": ..., "type": "function", "function": {"name": ..., "arguments": "<JSON text>"}}: '
+            f"{json.dumps(calls)[:300]}"
+        )
+    return answer, {"content": text, "tool_calls": calls}
+
+
+def _tool_call_ok(call: object) -> bool:
+    """Whether ``call`` is a function call as OpenAI's protocol writes one (its arguments JSON text)."""
+    if not isinstance(call, dict):
+        return False
+    function = call.get("function")
+    return (
+        isinstance(call.get("id"), str)
+        and call.get("type", "function") == "function"
+        and isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments"), str)
+    )
 
 
 def _usage(answer: dict) -> tuple[int, int] | str:
@@ -486,10 +523,11 @@ def complete(
     if not model_name:
         raise no_endpoint(model_name)
     asked = options_check(options or {})
-    if not _messages_ok(messages):
-        raise LLMRequestError('messages must be a list of {"role": "system|user|assistant", "content": "..."}')
+    problem = messages_problem(messages)
+    if problem:
+        raise LLMRequestError(problem)
     if run is not None:
-        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages))
+        calls_limit_check(run, step_index, prompt_bytes=prompt_size(messages, _offered(asked)))
     call = _Call(run=run, messages=messages, step_index=step_index, purpose=purpose)
     call.begin(model_name, asked, tick=tick)
     endpoint, options = call.endpoint, call.options
@@ -498,11 +536,11 @@ def complete(
         client = client_for(endpoint)  # a missing API key gives the slot back too
         for attempt in range(attempts):
             try:
-                answer, text = _call_ticking(client, endpoint, messages, options, call.timeout_s, tick)
+                answer, reply = _call_ticking(client, endpoint, messages, options, call.timeout_s, tick)
             except EndpointFailure as exc:
                 call.failed(exc, attempt=attempt, attempts=attempts, tick=tick)
                 continue
-            return call.answered(answer, text)
+            return call.answered(answer, reply)
         call.record(error="; ".join(call.errors))
     finally:
         call.release()
@@ -529,14 +567,72 @@ def options_check(options: dict) -> dict:
             isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
         ):
             raise LLMRequestError("stop must be a string or a list of strings")
+        elif key == "tools" and not (isinstance(value, list) and value and all(_tool_ok(t) for t in value)):
+            raise LLMRequestError(
+                'tools must be a list of {"type": "function", "function": {"name": "...", "description": "...", '
+                '"parameters": {JSON schema}}}'
+            )
+        elif key == "tool_choice" and not ((isinstance(value, str) and value in TOOL_CHOICES) or _named_choice(value)):
+            raise LLMRequestError(
+                f'tool_choice must be one of {", ".join(TOOL_CHOICES)} or {{"type": "function", "function": '
+                '{"name": "..."}}'
+            )
         clean[key] = value
+    if "tool_choice" in clean and "tools" not in clean:
+        raise LLMRequestError("tool_choice needs tools: the functions the model may call")
     return clean
 
 
-def _messages_ok(messages: object) -> bool:
-    return isinstance(messages, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+def _tool_ok(tool: object) -> bool:
+    if not isinstance(tool, dict):
+        return False
+    function = tool.get("function")
+    return (
+        tool.get("type") == "function"
+        and isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and bool(function["name"])
+        and isinstance(function.get("description", ""), str)
+        and isinstance(function.get("parameters", {}), dict)
     )
+
+
+def _named_choice(choice: object) -> bool:
+    if not isinstance(choice, dict):
+        return False
+    function = choice.get("function")
+    return choice.get("type") == "function" and isinstance(function, dict) and isinstance(function.get("name"), str)
+
+
+def _offered(options: dict) -> dict:
+    """What a call offers of the model's functions, as its row keeps it: ``tools`` and ``tool_choice``; {} for none."""
+    return {key: options[key] for key in ("tools", "tool_choice") if key in options}
+
+
+def messages_problem(messages: object) -> str:
+    """What is wrong with a call's messages, in words ("" when nothing): each has a role and text content; an
+    assistant's may instead carry the function calls it made (``tool_calls``, content null), and a ``tool`` message
+    answers one of them by its ``tool_call_id``."""
+    expected = (
+        'messages must be a list of {"role": "system|user|assistant|tool", "content": "..."}; an assistant message '
+        'may have "tool_calls" (and content null), a tool message needs "tool_call_id"'
+    )
+    if not isinstance(messages, list):
+        return expected
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return f"{expected} (message {index} is not)"
+        calls = message.get("tool_calls")
+        if calls is not None and not (
+            message["role"] == "assistant" and isinstance(calls, list) and all(_tool_call_ok(c) for c in calls)
+        ):
+            return f"{expected} (message {index}'s tool_calls are not an assistant's list of function calls)"
+        content = message.get("content")
+        if not (isinstance(content, str) or (content is None and calls)):
+            return f"{expected} (message {index}'s content is not text)"
+        if message["role"] == "tool" and not isinstance(message.get("tool_call_id"), str):
+            return f"{expected} (message {index} is a tool message without a tool_call_id)"
+    return ""
 
 
 def _sleep(seconds: float, tick: Callable[[], None] | None) -> None:
@@ -658,7 +754,7 @@ class _Call:
         run = self.run
         if run is not None and (run.max_tokens is not None or run.max_cost is not None):
             try:
-                self.reservation = budget_reserve(run, endpoint, self.messages, max_tokens)
+                self.reservation = budget_reserve(run, endpoint, self.messages, max_tokens, self.options.get("tools"))
             except LLMBudgetError:
                 self.release()
                 raise
@@ -672,7 +768,15 @@ class _Call:
             _slot_give(self.endpoint, self.slot)
             self.slot = None
 
-    def record(self, *, text: str = "", tokens_in: int = 0, tokens_out: int = 0, error: str = "") -> LLMCall:
+    def record(
+        self,
+        *,
+        text: str = "",
+        tool_calls: list | None = None,
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+        error: str = "",
+    ) -> LLMCall:
         """Store the call, count its tokens and cost to the run and give back its reservation. A connection test
         stores nothing. ``release`` gives the slot back."""
         cost = cost_of(self.endpoint, tokens_in, tokens_out)
@@ -686,13 +790,18 @@ class _Call:
             endpoint=self.endpoint.name,
             model=self.endpoint.model_id,
             messages=db_json(self.messages),
+            tools=db_json(_offered(self.options)),
             completion=db_text(text),
+            tool_calls=db_json(tool_calls or []),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost=cost,
             latency_s=latency,
             error=db_text(error[:4000]),
-            recorded_bytes=prompt_size(self.messages) + len(text.encode()) + len(error[:4000].encode()),
+            recorded_bytes=prompt_size(self.messages, _offered(self.options))
+            + len(text.encode())
+            + (len(json.dumps(tool_calls).encode()) if tool_calls else 0)
+            + len(error[:4000].encode()),
             created_at=timezone.now(),
         )
         _call_record(call, self.reservation)
@@ -712,13 +821,19 @@ class _Call:
             delay = exc.retry_after or min(settings.BENCH_LLM_BACKOFF_S * 2**attempt, 30.0)
             _sleep(delay * (0.8 + 0.4 * random.random()), tick)
 
-    def answered(self, answer: dict, text: str) -> Completion:
-        """Record the answer with its tokens (estimated when the endpoint reports none) and notes on what it took:
-        retries, a stop sequence the endpoint left in (cut off here), an answer repeated at a temperature."""
+    def answered(self, answer: dict, reply: dict) -> Completion:
+        """Record the answer (``reply``: its text and the functions it called) with its tokens (estimated when the
+        endpoint reports none) and notes on what it took: retries, a stop sequence the endpoint left in (cut off
+        here), an answer repeated at a temperature."""
+        text, tool_calls = reply["content"], reply["tool_calls"]
         usage = _usage(answer)
         notes = [f"retried after: {'; '.join(self.errors)}"] if self.errors else []
         if isinstance(usage, str):
-            usage, unusable = (estimate_tokens(self.messages), len(text) // CHARS_PER_TOKEN), usage
+            said = len(text) + (len(json.dumps(tool_calls)) if tool_calls else 0)
+            usage, unusable = (
+                (estimate_tokens(self.messages, self.options.get("tools")), said // CHARS_PER_TOKEN),
+                usage,
+            )
             notes.append(f"{unusable}; tokens estimated from characters")
         tokens_in, tokens_out = usage
         text, cut = stop_cut(text, self.options.get("stop"))
@@ -727,8 +842,10 @@ class _Call:
         if self.run is not None:
             notes.append(repeat_note(self.run, self.step_index, self.purpose, self.messages, self.options, text))
         notes = [note for note in notes if note]
-        recorded = self.record(text=text, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes))
-        return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk)
+        recorded = self.record(
+            text=text, tool_calls=tool_calls, tokens_in=tokens_in, tokens_out=tokens_out, error="\n".join(notes)
+        )
+        return Completion(text, tokens_in, tokens_out, recorded.cost, recorded.latency_s, recorded.pk, tool_calls)
 
 
 def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callable[[], None]) -> dict:
@@ -757,13 +874,14 @@ def completion_for_run(*, run: Run, step_index: int, message: dict, tick: Callab
         )
     except LLMRequestError as exc:
         return {"type": "error", "message": str(exc)}
-    return {
+    reply = {
         "type": "completion",
         "text": result.text,
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
         "cost": float(result.cost),
     }
+    return reply | ({"tool_calls": result.tool_calls} if result.tool_calls else {})
 
 
 def _refused(run: Run, step_index: int, message: dict, asked: object, refusal: str) -> dict:

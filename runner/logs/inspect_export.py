@@ -72,7 +72,44 @@ def _chat_message(message: object) -> dict:
     content = message_text(message.get("content"))
     if role == "tool":
         return {"role": "tool", "content": content, "tool_call_id": str(message.get("tool_call_id") or "")}
-    return {"role": role if role in ("system", "user", "assistant") else "user", "content": content}
+    said = {"role": role if role in ("system", "user", "assistant") else "user", "content": content}
+    calls = [_inspect_call(call) for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    return said | ({"tool_calls": calls} if role == "assistant" and calls else {})
+
+
+def _inspect_call(call: dict) -> dict:
+    """A function call of OpenAI's shape (its arguments JSON text) as Inspect's tool call (its arguments a dict)."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        arguments = None
+    shown = {"id": str(call.get("id", "")), "function": str(function.get("name", "")), "type": "function"}
+    if isinstance(arguments, dict):
+        return shown | {"arguments": arguments}
+    return shown | {"arguments": {}, "parse_error": f"arguments are not a JSON object: {function.get('arguments')!r}"}
+
+
+def _inspect_tools(offered: object) -> tuple[list[dict], object]:
+    """The functions a call offered (its row's ``tools``: OpenAI's ``tools`` and ``tool_choice``) as Inspect's
+    tool infos and tool choice."""
+    offered = offered if isinstance(offered, dict) else {}
+    infos = []
+    for tool in offered.get("tools") or []:
+        function = tool.get("function", {}) if isinstance(tool, dict) else {}
+        infos.append(
+            {
+                "name": str(function.get("name", "")),
+                "description": str(function.get("description", "")),
+                "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+            }
+        )
+    choice = offered.get("tool_choice", "auto" if infos else "none")
+    if isinstance(choice, dict):
+        choice = {"name": str((choice.get("function") or {}).get("name", ""))}
+    elif choice == "required":
+        choice = "any"
+    return infos, choice
 
 
 def _usage(tokens_in: int, tokens_out: int, cost: object) -> dict:
@@ -99,9 +136,12 @@ def _model_event(run: Run, call: LLMCall) -> dict:
     """A model call as Inspect's model event: the prompt, the completion, its usage and latency."""
     began = call.created_at - timedelta(seconds=call.latency_s)  # the record is written when the call returns
     model = call.endpoint or call.model or NO_MODEL  # the name the run gave, as Inspect's model
+    calls = [_inspect_call(made) for made in call.tool_calls or [] if isinstance(made, dict)]
+    stop = "tool_calls" if calls else "stop"
+    tools, tool_choice = _inspect_tools(call.tools)
     output = {
         "model": model,
-        "choices": [{"message": _assistant(call.completion, model), "stop_reason": "stop"}],
+        "choices": [{"message": _assistant(call.completion, model, calls), "stop_reason": stop}],
         "completion": call.completion,
         "usage": _usage(call.tokens_in, call.tokens_out, call.cost),
         "time": call.latency_s,
@@ -116,8 +156,8 @@ def _model_event(run: Run, call: LLMCall) -> dict:
         "working_time": call.latency_s,
         "model": model,
         "input": [_chat_message(m) for m in (call.messages if isinstance(call.messages, list) else [])],
-        "tools": [],
-        "tool_choice": "none",
+        "tools": tools,
+        "tool_choice": tool_choice,
         "config": {},
         "output": output,
         "metadata": {"purpose": call.purpose, "model_id": call.model, "step": call.step_index},

@@ -174,3 +174,34 @@ def test_a_run_stopped_at_its_step_limit_is_a_sample_at_inspects_turn_limit(tiny
 
     [sample] = read_eval_log(str(out)).samples
     assert (sample.limit.type, sample.limit.limit) == ("turn", 2) and sample.error is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_offering_functions_reads_back_with_them_and_the_calls_made(
+    tiny_task_ready, endpoint, llm_server, tmp_path
+):
+    review = {"type": "function", "function": {"name": "submit_review", "parameters": {"type": "object"}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "submit_review", "arguments": '{"is_bug": false}'}}
+    asked = [{"role": "user", "content": "review it"}]
+    follow = [*asked, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    follow.append({"role": "tool", "tool_call_id": "c1", "content": "noted"})
+    script = [
+        {"type": "llm", "messages": asked, "tools": [review], "tool_choice": "required"},
+        {"type": "llm", "messages": follow, "tools": [review]},
+        {"type": "act", "action": "Final Answer", "input": {"final_answer": "reviewed"}},
+    ]
+    llm_server.script = [{"content": None, "tool_calls": [call]}, "Done."]
+    agent = AgentFactory(name="reviewer", config={"script": script})
+    run = run_execute(run_create(task=tiny_task_ready.task, agent=agent, model="test-model", enqueue=False).pk)
+    out = str(tmp_path / "run.json")
+
+    call_command("export_log", str(run.pk), out, "--format", "inspect")
+
+    [sample] = read_eval_log(out).samples
+    first, second = [e for e in sample.events if isinstance(e, ModelEvent)]
+    assert [tool.name for tool in first.tools] == ["submit_review"] and first.tool_choice == "any"
+    [made] = first.output.choices[0].message.tool_calls
+    assert (made.id, made.function, made.arguments) == ("c1", "submit_review", {"is_bug": False})
+    assert [m.role for m in second.input] == ["user", "assistant", "tool"]
+    assert second.input[1].tool_calls[0].function == "submit_review" and second.input[2].tool_call_id == "c1"
+    assert second.tool_choice == "auto" and second.output.completion == "Done."
