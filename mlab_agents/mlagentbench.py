@@ -99,13 +99,15 @@ def runner_args(env: Env, spec: dict, log_dir: str) -> argparse.Namespace:
 
 def constants_modules() -> None:
     """Give the agent's code the modules it imports but does not use here, where the sandbox has none: anthropic
-    (its turn markers) and dacite (its environment reads a saved trace with it, to resume on its own)."""
+    (its turn markers, which recent releases of anthropic's SDK lack: given where missing) and dacite (its
+    environment reads a saved trace with it, to resume on its own)."""
     try:
-        importlib.import_module("anthropic")
+        anthropic = importlib.import_module("anthropic")
     except ImportError:
-        stand_in = types.ModuleType("anthropic")
-        stand_in.HUMAN_PROMPT, stand_in.AI_PROMPT = HUMAN_PROMPT, AI_PROMPT
-        sys.modules["anthropic"] = stand_in
+        anthropic = sys.modules["anthropic"] = types.ModuleType("anthropic")
+    for name, marker in (("HUMAN_PROMPT", HUMAN_PROMPT), ("AI_PROMPT", AI_PROMPT)):
+        if not hasattr(anthropic, name):
+            setattr(anthropic, name, marker)
     try:
         importlib.import_module("dacite")
     except ImportError:

@@ -56,12 +56,18 @@ def agent_manifest_parse(text: str) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise AgentPackageError(f"agent.toml is not valid TOML: {exc}") from exc
-    known = {"name", "version", "entrypoint", "description", "uses_llm", "default_model", "config", "mlagentbench"}
+    known = {
+        "name", "version", "entrypoint", "description", "uses_llm", "default_model", "config", "mlagentbench", "aide",
+    }  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
         raise AgentPackageError(f"agent.toml: unknown keys {unknown}; expected some of {sorted(known)}")
+    if "mlagentbench" in data and "aide" in data:
+        raise AgentPackageError("agent.toml: a package runs MLAgentBench's agent or AIDE, not both")
     if "mlagentbench" in data:
         data = _mlagentbench_manifest(data)
+    if "aide" in data:
+        data = _aide_manifest(data)
     for key in ("name", "entrypoint"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise AgentPackageError(f"agent.toml needs {key} (a string)")
@@ -141,6 +147,40 @@ def _mlagentbench_manifest(data: dict) -> dict:
     config["mlagentbench"] = {"agent": table["agent"], "args": dict(args)}
     return {k: v for k, v in data.items() if k != "mlagentbench"} | {
         "entrypoint": MLAGENTBENCH_ADAPTER, "uses_llm": data.get("uses_llm", True), "config": config,
+    }  # fmt: skip
+
+
+#: The entry point of a package that runs AIDE (``aideml``, installed beside the platform): its adapter.
+AIDE_ADAPTER = "mlab_agents.aide"
+
+
+def _aide_manifest(data: dict) -> dict:
+    """A package that runs AIDE: ``[aide.config]`` sets keys of AIDE's own configuration (its ``config.yaml``, dotted:
+    ``"agent.steps" = 8``), never its models (the run's) nor its folders (the platform's); the entry point is the
+    adapter (``mlab_agents.aide``) and the table reaches it in the start message's config."""
+    table = data["aide"]
+    if not isinstance(table, dict) or sorted(set(table) - {"config"}):
+        raise AgentPackageError("agent.toml: [aide] may hold only [aide.config], keys of AIDE's configuration")
+    settings_ = table.get("config", {})
+    if not isinstance(settings_, dict):
+        raise AgentPackageError("agent.toml: [aide.config] must be a table")
+    for key, value in settings_.items():
+        if not re.fullmatch(r"agent(\.[a-z_]+)+|exec\.timeout", key):
+            raise AgentPackageError(
+                f"agent.toml: [aide.config] {key!r} is not a key of AIDE's agent settings a package may set (such "
+                'as "agent.steps" or "agent.search.num_drafts", or "exec.timeout"); folders and reports are the '
+                "platform's"
+            )
+        if key.endswith(".model"):
+            raise AgentPackageError(f"agent.toml: [aide.config] {key!r} chooses a model; a run's models are its own")
+        if isinstance(value, dict | list):
+            raise AgentPackageError(f"agent.toml: [aide.config] {key!r} is {_toml_type(value)}; expected a value")
+    if data.get("entrypoint", AIDE_ADAPTER) != AIDE_ADAPTER:
+        raise AgentPackageError(f"agent.toml: a package with [aide] runs through {AIDE_ADAPTER}; leave entrypoint out")
+    config = dict(data.get("config") or {})
+    config["aide"] = {"config": dict(settings_)}
+    return {k: v for k, v in data.items() if k != "aide"} | {
+        "entrypoint": AIDE_ADAPTER, "uses_llm": data.get("uses_llm", True), "config": config,
     }  # fmt: skip
 
 
@@ -340,6 +380,8 @@ def _manifest_read(root: Path) -> dict:
     mlagentbench = (data.get("config") or {}).get("mlagentbench")
     if data["entrypoint"] == MLAGENTBENCH_ADAPTER and isinstance(mlagentbench, dict):
         _mlagentbench_check(root, mlagentbench["agent"])
+    elif data["entrypoint"] == AIDE_ADAPTER and isinstance((data.get("config") or {}).get("aide"), dict):
+        pass  # AIDE's code is installed beside the platform, not in the package
     elif not _entrypoint_exists(root, data["entrypoint"]):
         raise AgentPackageError(
             f"the entrypoint module {data['entrypoint']} is not in the package "

@@ -1,0 +1,99 @@
+"""AIDE runs unchanged: a package with an [aide] table runs AIDE's own agent loop (aideml) through the adapter
+(mlab_agents.aide). A scripted model server answers AIDE's prompts: plans with a code block for its drafts and
+improvements, its review as a function call. AIDE's search, prompts and parsing are its own; its code runs as
+Write File and Execute Script in the workspace's sandbox, and its best node is what the task's eval scores."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse
+from runner.agents.smoke import agent_smoke_run
+from runner.execution import run_execute
+from runner.models import Agent, LLMCall, Step
+from runner.services import run_create
+
+PACKAGE = Path(__file__).resolve().parents[2] / "agents" / "aide"
+
+
+def plan_and_code(value: str) -> str:
+    code = f'value = {value}\nwith open("value.txt", "w") as fh:\n    fh.write(str(value))\nprint(f"VALUE={{value}}")'
+    return f"Write the value to value.txt and print it.\n\n```python\n{code}\n```"
+
+
+def scripted_model(request: dict):
+    """AIDE's prompts answered: a first draft that crashes, a second that writes 3, an improvement adding 2; each
+    review as AIDE's submit_review function call, its metric the VALUE the output printed."""
+    prompt = request["messages"][0]["content"]
+    if "tools" in request:
+        printed = re.findall(r"VALUE=([\d.]+)", prompt)
+        review = {
+            "is_bug": not printed,
+            "summary": "it crashed" if not printed else f"it wrote {printed[-1]}",
+            "metric": float(printed[-1]) if printed else None,
+            "lower_is_better": False,
+        }
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "submit_review", "arguments": json.dumps(review)},
+        }
+        return {"content": None, "tool_calls": [call]}
+    if "# Previous solution" in prompt:
+        return plan_and_code(str(int(re.search(r"value = (\d+)", prompt).group(1)) + 2))
+    drafts = scripted_model.drafts = getattr(scripted_model, "drafts", 0) + 1
+    return plan_and_code("1 / 0") if drafts == 1 else plan_and_code("3")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aides_own_loop_searches_and_its_best_node_is_scored(backend, tiny_task, endpoint, llm_server, settings):
+    settings.BENCH_SANDBOX = backend
+    scripted_model.drafts = 0
+    agent, created = agent_import(source=PACKAGE, smoke_test=True)
+    assert created and agent.entrypoint == "mlab_agents.aide" and agent.uses_llm
+    assert agent_smoke_run(agent.pk) == "passed", Agent.objects.get(pk=agent.pk).smoke_error
+    llm_server.default = scripted_model
+
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
+
+    assert (run.status, run.final_score) == ("finished", 5.0), (run.error, run.stderr_tail)
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    assert [s.action for s in steps] == ["Write File", "Execute Script"] * 4 + ["Final Answer"]
+    assert steps[0].action_input["file_name"] == "aide_data_preview.py"
+    # Each node: its stage, its parent and its plan; AIDE's review of it is the next step's entry.
+    nodes = steps[2:8:2]
+    assert [s.entries["Stage"] for s in nodes] == ["draft", "draft", "improve"]
+    assert nodes[2].entries["Parent"] == nodes[1].entries["Node"].split()[0]
+    assert nodes[0].entries["Plan"] == "Write the value to value.txt and print it."
+    assert "ZeroDivisionError" in steps[3].observation
+    assert steps[4].entries["Review"].startswith("node ") and ": bug." in steps[4].entries["Review"]
+    assert "metric 3.0" in steps[6].entries["Review"] and "metric 5.0" in steps[8].entries["Review"]
+    assert "AIDE's best node" in steps[-1].action_input["final_answer"]
+
+    code = [r for r in llm_server.requests if "tools" not in r]
+    reviews = [r for r in llm_server.requests if "tools" in r]
+    # AIDE's own prompts, its data preview made in the sandbox by its own code.
+    assert code[0]["messages"][0]["content"].startswith("# Introduction\n\nYou are a Kaggle grandmaster")
+    assert "# Data Overview" in code[0]["messages"][0]["content"] and "train.py" in code[0]["messages"][0]["content"]
+    assert [r["tools"][0]["function"]["name"] for r in reviews] == ["submit_review"] * 3
+    assert all(r["tool_choice"] == {"type": "function", "function": {"name": "submit_review"}} for r in reviews)
+    calls = LLMCall.objects.filter(run=run).order_by("pk")
+    assert [c.purpose for c in calls] == ["code", "review"] * 3
+    assert calls[1].tool_calls[0]["function"]["name"] == "submit_review"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('"agent.code.model" = "gpt-4o"', "chooses a model"),
+        ('"log_dir" = "/tmp"', "is not a key of AIDE's agent settings"),
+        ('"agent.steps" = [1]', "expected a value"),
+    ],
+)
+def test_an_aide_table_that_cannot_be_run_is_refused(table, message):
+    with pytest.raises(AgentPackageError, match=re.escape(message)):
+        agent_manifest_parse(f'name = "a"\n[aide.config]\n{table}\n')
