@@ -6,7 +6,12 @@ Write File and Execute Script in the workspace's sandbox, and its best node is w
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -50,7 +55,9 @@ def scripted_model(request: dict):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_aides_own_loop_searches_and_its_best_node_is_scored(backend, tiny_task, endpoint, llm_server, settings):
+def test_aides_own_loop_searches_and_its_best_node_is_scored(
+    backend, tiny_task, endpoint, llm_server, settings, tmp_path
+):
     settings.BENCH_SANDBOX = backend
     scripted_model.drafts = 0
     agent, created = agent_import(source=PACKAGE, smoke_test=True)
@@ -84,6 +91,42 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(backend, tiny_task,
     calls = LLMCall.objects.filter(run=run).order_by("pk")
     assert [c.purpose for c in calls] == ["code", "review"] * 3
     assert calls[1].tool_calls[0]["function"]["name"] == "submit_review"
+
+    # AIDE by itself, its own `aide` command on the task's files with the same answers, searches the same way.
+    alone = aide_alone(tiny_task, llm_server, tmp_path)
+    platform = [s.action_input["content"] for s in nodes]
+    assert [node["code"] for node in alone["nodes"]] == platform
+    assert [node["metric"]["value"] for node in alone["nodes"]] == [None, 3.0, 5.0]
+    assert alone["value"] == "5" and alone["calls"] == len(calls)
+
+
+def aide_alone(version, llm_server, tmp_path) -> dict:
+    """AIDE's own ``aide`` command on the task's starting files, its OpenAI backend pointed at the scripted server:
+    its nodes (journal.json), the value its workspace ends with, the calls it made."""
+    data = tmp_path / "data"
+    shutil.copytree(Path(version.package_path) / "env", data)
+    before = len(llm_server.requests)
+    scripted_model.drafts = 0
+    metric = "The task's evaluation scores the final workspace by value (higher is better)."
+    settings = [
+        f"data_dir={data}", f"goal={version.research_problem}", f"eval={metric}", "agent.code.model=test-model",
+        "agent.feedback.model=test-model", "generate_report=False", f"log_dir={tmp_path / 'logs'}",
+        f"workspace_dir={tmp_path / 'workspaces'}", "exp_name=alone",
+    ]  # fmt: skip
+    table = tomllib.loads((PACKAGE / "agent.toml").read_text())["aide"]["config"]
+    settings += [f"{key}={value}" for key, value in table.items()]
+    env = dict(os.environ, OPENAI_BASE_URL=llm_server.base_url, OPENAI_API_KEY="unused")
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "aide"), *settings], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [journal] = (tmp_path / "logs").glob("*/journal.json")
+    [workspace] = (tmp_path / "workspaces").iterdir()
+    return {
+        "nodes": json.loads(journal.read_text())["nodes"],
+        "value": (workspace / "value.txt").read_text(),
+        "calls": len(llm_server.requests) - before,
+    }
 
 
 @pytest.mark.parametrize(
