@@ -30,6 +30,17 @@ BUILTIN_AGENTS = [
         },
     },
     {
+        "name": "aide",
+        "entrypoint": "mlab_agents.aide",
+        "description": (
+            "AIDE (aideml 0.2.2), its own tree search run unchanged: it drafts solutions, debugs and improves them, "
+            "runs each in the workspace and reviews its output by a function call; its best node is scored. The "
+            "run's model writes the code, its fast model reviews."
+        ),
+        "uses_llm": True,
+        "config": {"aide": {"config": {}}},
+    },
+    {
         "name": "tuner",
         "entrypoint": "mlab_agents.tuner",
         "description": (

@@ -19,7 +19,7 @@ def test_first_start_loads_tasks_agents_admin_endpoints_and_queues_the_demo(caps
 
     assert "created admin account 'admin' with password:" in out
     assert get_user_model().objects.get(username="admin").is_superuser
-    assert {"baseline", "research", "tuner"} <= set(Agent.objects.values_list("name", flat=True))
+    assert {"baseline", "research", "aide", "tuner"} <= set(Agent.objects.values_list("name", flat=True))
     endpoint = ModelEndpoint.objects.get(name="local-llama")
     assert endpoint.model_id == "local-llama" and float(endpoint.price_input_per_mtok) == 0.5
     demo = Run.objects.filter(queue=Run.Queue.DEMO)
