@@ -8,7 +8,7 @@ import io
 import re
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.core.paginator import Page, Paginator
@@ -93,6 +93,41 @@ TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 TABLE_HEAD_ROWS = 5
 TABLE_HEAD_BYTES = 64 * 1024
 TABLE_COUNT_MAX_BYTES = 20 * 1024 * 1024  # rows counted exactly up to this size, estimated past it
+
+
+#: The entries a tree-searching agent (AIDE: ``mlab_agents/aide.py``) gives the step that writes a node's code, and
+#: the one the next step carries of its review ("node <id>: bug. ..." or "node <id>: metric 0.93. ...").
+NODE_ENTRIES = ("Stage", "Node", "Parent")
+REVIEW_RE = re.compile(r"^node (\w+): (.*)", re.DOTALL)
+
+
+@dataclass
+class SearchNode:
+    id: str
+    stage: str
+    plan: str
+    step: int  # the step that wrote its code
+    review: str = ""
+    children: list[SearchNode] = field(default_factory=list)
+
+
+def search_tree(run: Run) -> list[SearchNode]:
+    """The search tree of a run whose agent searches one (its steps carry ``NODE_ENTRIES``): the root nodes, each
+    with its children, in the order they were made, and AIDE's review of each; [] for any other run."""
+    rows = Step.objects.filter(run=run, entries__has_any_keys=["Node", "Review"]).order_by("index")
+    nodes: dict[str, SearchNode] = {}
+    roots: list[SearchNode] = []
+    for index, entries in rows.values_list("index", "entries"):
+        review = REVIEW_RE.match(str(entries.get("Review", "")))
+        if review and review.group(1) in nodes:
+            nodes[review.group(1)].review = review.group(2).strip()
+        if not all(entries.get(key) for key in NODE_ENTRIES):
+            continue
+        node_id = str(entries["Node"]).split()[0]
+        node = nodes[node_id] = SearchNode(node_id, str(entries["Stage"]), str(entries.get("Plan", "")), index)
+        parent = nodes.get(str(entries["Parent"]))
+        (parent.children if parent is not None else roots).append(node)
+    return roots
 
 
 @dataclass

@@ -61,6 +61,7 @@ from runner.trace import (
     PLAN,
     WorkspaceTooLarge,
     input_summary,
+    search_tree,
     steps_display,
     workspace_changes,
     workspace_entry,
@@ -189,6 +190,7 @@ def run_detail_view(request: HttpRequest, pk: int) -> HttpResponse:
     context = _steps_context(run, where)
     context |= _step_tools(request, run)
     context["score_chart"] = _score_chart(run)
+    context["search_tree"] = search_tree(run)
     context["actions"] = [spec.name for spec in ACTIONS]
     context["matching"] = where.apply(Step.objects.filter(run=run)).count() if where else None
     return render(request, "runner/run_detail.html", context)

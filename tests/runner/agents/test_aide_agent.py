@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse
 from runner.agents.smoke import agent_smoke_run
@@ -56,7 +57,7 @@ def scripted_model(request: dict):
 
 @pytest.mark.django_db(transaction=True)
 def test_aides_own_loop_searches_and_its_best_node_is_scored(
-    backend, tiny_task, endpoint, llm_server, settings, tmp_path
+    backend, tiny_task, endpoint, llm_server, settings, tmp_path, client
 ):
     settings.BENCH_SANDBOX = backend
     scripted_model.drafts = 0
@@ -80,6 +81,12 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
     assert steps[4].entries["Review"].startswith("node ") and ": bug." in steps[4].entries["Review"]
     assert "metric 3.0" in steps[6].entries["Review"] and "metric 5.0" in steps[8].entries["Review"]
     assert "AIDE's best node" in steps[-1].action_input["final_answer"]
+    # The run page draws the tree: the improvement under the draft it improved, each with AIDE's review.
+    page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
+    tree = page[page.index('<details class="search-tree"') : page.index("</details>", page.index("search-tree"))]
+    second, improved = nodes[1].entries["Node"].split()[0], nodes[2].entries["Node"].split()[0]
+    under = rf"draft {second}</a>\s*<span[^>]*>metric 3.0. it wrote 3</span>\s*<ul>\s*<li>"
+    assert re.search(under + rf'<a href="#step-6">improve {improved}<', tree), tree
 
     code = [r for r in llm_server.requests if "tools" not in r]
     reviews = [r for r in llm_server.requests if "tools" in r]
