@@ -15,8 +15,9 @@ the workspace:
   traceback names and the time line AIDE's interpreter adds.
 - **Data preview**: AIDE's own ``data_preview.generate``, run as a script in the sandbox on the workspace's files.
 - **Goal and metric**: the task's research problem as AIDE's goal, its metric and direction as AIDE's evaluation.
-- **The end**: the best node's code is written and run again unless it ran last, so the final workspace, which the
-  task's eval scores, holds its outputs.
+- **The end**: the search stops at AIDE's steps, or earlier when the run's steps or time would not leave room for
+  another node and the end; the best node's code is then written and run again unless it ran last, so the final
+  workspace, which the task's eval scores, holds its outputs.
 
 Each node is two steps, Write File and Execute Script, whose entries say its stage (draft, debug, improve), its id,
 its parent's and its plan; the review AIDE made of a node (bug or metric, and its summary) is an entry of the next
@@ -191,9 +192,22 @@ class Search:
         return execution_result(observation.text, time.monotonic() - started, float(self.cfg.exec.timeout))
 
     def run(self) -> None:
-        while len(self.journal) < self.cfg.agent.steps:
+        started, longest = time.monotonic(), 0.0
+        while len(self.journal) < self.cfg.agent.steps and self.room_for_a_node(started, longest):
+            began = time.monotonic()
             self.agent.step(exec_callback=self.execute)
+            longest = max(longest, time.monotonic() - began)
         self.finish()
+
+    def room_for_a_node(self, started: float, longest: float) -> bool:
+        """Whether the run's limits leave room for another node and still for the end (``finish``): the node's two
+        steps, the best node's two if it must run again, and the Final Answer; and, once a node has been timed, the
+        longest node's time twice over (another node, the best one run again). AIDE's own loop counts only its
+        steps: here the run's limits end it, and the best node must be what the task's eval scores."""
+        limits = self.env.start.limits
+        steps_left = (limits.get("max_steps") or 10**9) - self.env.steps_taken
+        time_left = (limits.get("max_time_s") or 10**9) - (time.monotonic() - started)
+        return steps_left >= 5 and time_left >= 2 * longest + 30
 
     def finish(self) -> None:
         """The best node's code in the workspace, run, and a Final Answer saying which it is."""

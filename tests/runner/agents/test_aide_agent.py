@@ -20,7 +20,7 @@ from django.urls import reverse
 from runner.agents.packages import AgentPackageError, agent_import, agent_manifest_parse
 from runner.agents.smoke import agent_smoke_run
 from runner.execution import run_execute
-from runner.models import Agent, LLMCall, Step
+from runner.models import Agent, LLMCall, RunLimits, Step
 from runner.services import run_create
 
 PACKAGE = Path(__file__).resolve().parents[2] / "agents" / "aide"
@@ -32,8 +32,9 @@ def plan_and_code(value: str) -> str:
 
 
 def scripted_model(request: dict):
-    """AIDE's prompts answered: a first draft that crashes, a second that writes 3, an improvement adding 2; each
-    review as AIDE's submit_review function call, its metric the VALUE the output printed."""
+    """AIDE's prompts answered: its drafts' values in ``scripted_model.order`` (by default a first that crashes, a
+    second that writes 3), an improvement adding 2; each review as AIDE's submit_review function call, its metric
+    the VALUE the output printed."""
     prompt = request["messages"][0]["content"]
     if "tools" in request:
         printed = re.findall(r"VALUE=([\d.]+)", prompt)
@@ -51,8 +52,11 @@ def scripted_model(request: dict):
         return {"content": None, "tool_calls": [call]}
     if "# Previous solution" in prompt:
         return plan_and_code(str(int(re.search(r"value = (\d+)", prompt).group(1)) + 2))
-    drafts = scripted_model.drafts = getattr(scripted_model, "drafts", 0) + 1
-    return plan_and_code("1 / 0") if drafts == 1 else plan_and_code("3")
+    scripted_model.drafts += 1
+    return plan_and_code(scripted_model.order[min(scripted_model.drafts, len(scripted_model.order)) - 1])
+
+
+scripted_model.drafts, scripted_model.order = 0, ["1 / 0", "3"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -60,13 +64,14 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
     backend, tiny_task, endpoint, llm_server, settings, tmp_path, client
 ):
     settings.BENCH_SANDBOX = backend
-    scripted_model.drafts = 0
+    scripted_model.drafts, scripted_model.order = 0, ["1 / 0", "3"]
     agent, created = agent_import(source=PACKAGE, smoke_test=True)
     assert created and agent.entrypoint == "mlab_agents.aide" and agent.uses_llm
     assert agent_smoke_run(agent.pk) == "passed", Agent.objects.get(pk=agent.pk).smoke_error
     llm_server.default = scripted_model
 
-    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", enqueue=False).pk)
+    limits = RunLimits(max_steps=12)  # room for AIDE's three nodes and the end
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", limits=limits, enqueue=False).pk)
 
     assert (run.status, run.final_score) == ("finished", 5.0), (run.error, run.stderr_tail)
     steps = list(Step.objects.filter(run=run).order_by("index"))
@@ -105,6 +110,23 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
     assert [node["code"] for node in alone["nodes"]] == platform
     assert [node["metric"]["value"] for node in alone["nodes"]] == [None, 3.0, 5.0]
     assert alone["value"] == "5" and alone["calls"] == len(calls)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_the_runs_steps_cut_short_ends_on_its_best_node(tiny_task, endpoint, llm_server, settings):
+    settings.BENCH_SANDBOX = "bwrap"
+    scripted_model.drafts, scripted_model.order = 0, ["3", "1 / 0"]  # the best node is not the last
+    llm_server.default = scripted_model
+    agent, _ = agent_import(source=PACKAGE, smoke_test=False)
+
+    limits = RunLimits(max_steps=9)  # the preview and two nodes leave 3 steps: no room for a third and the end
+    run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", limits=limits, enqueue=False).pk)
+
+    assert (run.status, run.final_score) == ("finished", 3.0), (run.error, run.stderr_tail)
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    assert [s.action for s in steps] == ["Write File", "Execute Script"] * 4 + ["Final Answer"]
+    assert steps[6].action_input["content"] == steps[2].action_input["content"]  # the best node, run again
+    assert "metric 3.0" in steps[-1].action_input["final_answer"] and "of 2" in steps[-1].action_input["final_answer"]
 
 
 def aide_alone(version, llm_server, tmp_path) -> dict:
