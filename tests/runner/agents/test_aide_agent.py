@@ -37,19 +37,7 @@ def scripted_model(request: dict):
     the VALUE the output printed."""
     prompt = request["messages"][0]["content"]
     if "tools" in request:
-        printed = re.findall(r"VALUE=([\d.]+)", prompt)
-        review = {
-            "is_bug": not printed,
-            "summary": "it crashed" if not printed else f"it wrote {printed[-1]}",
-            "metric": float(printed[-1]) if printed else None,
-            "lower_is_better": False,
-        }
-        call = {
-            "id": "call_1",
-            "type": "function",
-            "function": {"name": "submit_review", "arguments": json.dumps(review)},
-        }
-        return {"content": None, "tool_calls": [call]}
+        return review_call(prompt)
     if "# Previous solution" in prompt:
         return plan_and_code(str(int(re.search(r"value = (\d+)", prompt).group(1)) + 2))
     scripted_model.drafts += 1
@@ -57,6 +45,46 @@ def scripted_model(request: dict):
 
 
 scripted_model.drafts, scripted_model.order = 0, ["1 / 0", "3"]
+
+
+def review_call(prompt: str) -> dict:
+    """AIDE's review as its submit_review function call: a bug when the output printed no VALUE, else that metric."""
+    printed = re.findall(r"VALUE=([\d.]+)", prompt)
+    review = {
+        "is_bug": not printed,
+        "summary": "it crashed" if not printed else f"it wrote {printed[-1]}",
+        "metric": float(printed[-1]) if printed else None,
+        "lower_is_better": False,
+    }
+    function = {"name": "submit_review", "arguments": json.dumps(review)}
+    return {"content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": function}]}
+
+
+def digits_code(trees: int, depth: int | None) -> str:
+    """A solution of the built-in digits task: a random forest, its validation accuracy printed as VALUE."""
+    return f"""Fit a random forest and write submission.csv.
+
+```python
+import pandas as pd
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import train_test_split
+
+train, test = pd.read_csv("train.csv"), pd.read_csv("test.csv")
+features = [c for c in train.columns if c.startswith("p")]
+X_train, X_valid, y_train, y_valid = train_test_split(train[features], train["label"], test_size=0.2, random_state=0)
+model = RandomForestClassifier(n_estimators={trees}, max_depth={depth}, random_state=0).fit(X_train, y_train)
+print(f"VALUE={{model.score(X_valid, y_valid):.4f}}")
+model.fit(train[features], train["label"])
+pd.DataFrame({{"id": test["id"], "label": model.predict(test[features])}}).to_csv("submission.csv", index=False)
+```"""
+
+
+def digits_model(request: dict):
+    """AIDE's prompts on digits: drafts like the starter script (5 shallow trees), an improvement with 100 deep ones."""
+    prompt = request["messages"][0]["content"]
+    if "tools" in request:
+        return review_call(prompt)
+    return digits_code(100, None) if "# Previous solution" in prompt else digits_code(5, 4)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -110,6 +138,22 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
     assert [node["code"] for node in alone["nodes"]] == platform
     assert [node["metric"]["value"] for node in alone["nodes"]] == [None, 3.0, 5.0]
     assert alone["value"] == "5" and alone["calls"] == len(calls)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aide_improves_a_builtin_task_and_its_best_node_is_what_the_eval_scores(digits, endpoint, llm_server, settings):
+    settings.BENCH_SANDBOX = "bwrap"
+    llm_server.default = digits_model
+    agent, _ = agent_import(source=PACKAGE, smoke_test=False)
+
+    run = run_execute(run_create(task=digits.task, agent=agent, model="test-model", enqueue=False).pk)
+
+    digits.refresh_from_db()  # validated first, as any run of an unvalidated version does
+    assert run.status == "finished" and run.succeeded, (run.error, run.stderr_tail, run.final_score)
+    assert run.final_score > digits.baseline_score * 1.1
+    executed = Step.objects.filter(run=run, action="Execute Script").order_by("index")
+    printed = [float(v) for s in executed for v in re.findall(r"VALUE=([\d.]+)", s.observation)]
+    assert len(printed) == 3 and printed[2] == max(printed) > printed[0]  # the improvement validated best
 
 
 @pytest.mark.django_db(transaction=True)
