@@ -98,6 +98,8 @@ TABLE_COUNT_MAX_BYTES = 20 * 1024 * 1024  # rows counted exactly up to this size
 #: The entries a tree-searching agent (AIDE: ``mlab_agents/aide.py``) gives the step that writes a node's code, and
 #: the one the next step carries of its review ("node <id>: bug. ..." or "node <id>: metric 0.93. ...").
 NODE_ENTRIES = ("Stage", "Node", "Parent")
+#: The entry points whose runs carry a search tree: a page of another run asks nothing for one.
+TREE_SEARCHERS = {"mlab_agents.aide"}
 REVIEW_RE = re.compile(r"^node (\w+): (.*)", re.DOTALL)
 
 
@@ -114,6 +116,8 @@ class SearchNode:
 def search_tree(run: Run) -> list[SearchNode]:
     """The search tree of a run whose agent searches one (its steps carry ``NODE_ENTRIES``): the root nodes, each
     with its children, in the order they were made, and AIDE's review of each; [] for any other run."""
+    if run.agent.entrypoint not in TREE_SEARCHERS:
+        return []
     rows = Step.objects.filter(run=run, entries__has_any_keys=["Node", "Review"]).order_by("index")
     nodes: dict[str, SearchNode] = {}
     roots: list[SearchNode] = []
