@@ -100,18 +100,24 @@ class Gateway:
 
 def execution_result(observation: str, seconds: float, timeout: float):
     """What AIDE's interpreter returns for a run of its code, made from the platform's Execute Script observation:
-    the output, the exception its traceback names (None when it ran through), and the line on its time."""
+    the output, the exception (the one its traceback names; TimeoutError at the time limit, RuntimeError for another
+    limit, SystemExit for an exit code without a traceback; None when it ran through), and the line on its time."""
     import humanize  # noqa: PLC0415
     from aide.interpreter import ExecutionResult  # noqa: PLC0415
 
     output = observation.removeprefix(EXECUTED)
     exc_type = None
-    if "did not finish:" in observation.split("\n", 1)[0] and "time" in observation.split("\n", 1)[0]:
+    first = observation.split("\n", 1)[0]
+    if "did not finish:" in first and "time limit" in first:  # the platform stopped it at its time limit
         exc_type = "TimeoutError"
     elif "Traceback (most recent call last):" in output:
         tail = [line for line in output.rsplit("Traceback (most recent call last):", 1)[1].splitlines() if line]
         named = [EXCEPTION_RE.match(line) for line in tail if not line.startswith((" ", "\t"))]
         exc_type = next((m.group(1).rsplit(".", 1)[-1] for m in reversed(named) if m), "Exception")
+    elif first.startswith("EnvError:"):  # stopped by another limit (memory, processes): AIDE's child "died"
+        exc_type = "RuntimeError"
+    elif re.search(r"\n\(The script exited with code -?\d+", output):  # sys.exit(n): AIDE's REPL sees SystemExit
+        exc_type = "SystemExit"
     if exc_type == "TimeoutError":
         last = f"TimeoutError: Execution exceeded the time limit of {humanize.naturaldelta(timeout)}"
     else:

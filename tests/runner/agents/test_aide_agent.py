@@ -213,3 +213,37 @@ def aide_alone(version, llm_server, tmp_path) -> dict:
 def test_an_aide_table_that_cannot_be_run_is_refused(table, message):
     with pytest.raises(AgentPackageError, match=re.escape(message)):
         agent_manifest_parse(f'name = "a"\n[aide.config]\n{table}\n')
+
+
+@pytest.mark.parametrize(
+    ("observation", "exc_type", "last"),
+    [
+        ("The script has been executed. Here is the output:\nVALUE=3\n", None, "Execution time: "),
+        (
+            "The script has been executed. Here is the output:\nTraceback (most recent call last):\n"
+            '  File "runfile.py", line 1, in <module>\n    value = 1 / 0\nZeroDivisionError: division by zero\n'
+            "\n(The script exited with code 1.)",
+            "ZeroDivisionError",
+            "Execution time: ",
+        ),
+        (
+            "EnvError: the script runfile.py did not finish: it was stopped after the 60-second time limit of one "
+            "action. Output before it was stopped:\nepoch 1",
+            "TimeoutError",
+            "TimeoutError: Execution exceeded the time limit of a minute",
+        ),
+        ("EnvError: the script runfile.py did not finish: it was killed (SIGKILL)\n", "RuntimeError", "Execution"),
+        (
+            "The script has been executed. Here is the output:\nno data\n\n(The script exited with code 2.)",
+            "SystemExit",
+            "Execution time: ",
+        ),
+    ],
+)
+def test_an_execute_script_observation_is_what_aides_interpreter_returns(observation, exc_type, last):
+    from mlab_agents.aide import execution_result
+
+    result = execution_result(observation, 2.5, 60.0)
+    assert result.exc_type == exc_type and result.term_out[-1].startswith(last)
+    assert not result.term_out[0].startswith("The script has been executed")  # the output as AIDE's own shows it
+    assert result.exec_time == 2.5
