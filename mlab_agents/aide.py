@@ -13,11 +13,13 @@ the workspace:
 - **Code execution**: AIDE's interpreter is replaced by Write File of its ``runfile.py`` and Execute Script in the
   workspace's sandbox; the output and the time come back as AIDE's ``ExecutionResult``, with the exception a
   traceback names and the time line AIDE's interpreter adds.
-- **Data preview**: AIDE's own ``data_preview.generate``, run as a script in the sandbox on the workspace's files.
+- **Its folders and data preview**: ``input/`` (a link to each of the task's files) and ``working/``, as its
+  prompts describe them, and AIDE's own ``data_preview.generate`` of them, made by a script in the sandbox.
 - **Goal and metric**: the task's research problem as AIDE's goal, its metric and direction as AIDE's evaluation.
 - **The end**: the search stops at AIDE's steps, or earlier when the run's steps or time would not leave room for
-  another node and the end; the best node's code is then written and run again unless it ran last, so the final
-  workspace, which the task's eval scores, holds its outputs.
+  another node and the end; the best node's code is then written and run again unless it ran last, and what it
+  wrote to ``working/`` is copied to the workspace's root, so the final workspace, which the task's eval scores,
+  holds its outputs where the task expects them.
 
 Each node is two steps, Write File and Execute Script, whose entries say its stage (draft, debug, improve), its id,
 its parent's and its plan; the review AIDE made of a node (bug or metric, and its summary) is an entry of the next
@@ -37,9 +39,45 @@ from .sdk import Env, LLMError, RunEnded, main
 
 #: The file AIDE's interpreter writes each node's code to (its ``exec.agent_file_name``).
 RUNFILE = "runfile.py"
-#: The script that makes AIDE's data preview in the sandbox.
-PREVIEW_FILE = "aide_data_preview.py"
-PREVIEW_SCRIPT = "from aide.utils.data_preview import generate\n\nprint(generate('.'))\n"
+#: The script that lays out AIDE's folders in the workspace and makes its data preview, in the sandbox. AIDE's
+#: ``aide`` command copies the task's files into ``input/`` and gives its code ``working/``, and its prompts say so:
+#: here ``input/`` holds a link to each of the task's files (no copy) and ``working/`` is made. The preview is AIDE's
+#: own ``data_preview.generate`` of a folder that holds just those two, as its own workspace does.
+SETUP_FILE = "aide_workspace.py"
+SETUP_SCRIPT = """import os
+import tempfile
+
+from aide.utils.data_preview import generate
+
+os.makedirs("working", exist_ok=True)
+os.makedirs("input", exist_ok=True)
+for name in sorted(os.listdir(".")):
+    link = os.path.join("input", name)
+    if name not in ("input", "working", "aide_workspace.py", "aide_collect.py") and not os.path.lexists(link):
+        os.symlink(os.path.join("..", name), link)
+view = tempfile.mkdtemp()
+for name in ("input", "working"):
+    os.symlink(os.path.abspath(name), os.path.join(view, name))
+print(generate(view))
+"""
+#: The script that brings what the best node wrote into ``working/`` (AIDE's code saves its submission there) to the
+#: workspace's root, where the task's eval reads its outputs: the files changed since the node's run began.
+COLLECT_FILE = "aide_collect.py"
+COLLECT_SCRIPT = """import os
+import shutil
+
+SINCE = {since}
+copied = []
+for folder, _, files in os.walk("working"):
+    for name in files:
+        source = os.path.join(folder, name)
+        if os.path.getmtime(source) >= SINCE:
+            target = os.path.relpath(source, "working")
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copyfile(source, target)
+            copied.append(target)
+print("copied from working/ to the workspace:", ", ".join(sorted(copied)) or "nothing")
+"""
 #: The head the platform's Execute Script puts before a script's output.
 EXECUTED = "The script has been executed. Here is the output:\n"
 #: The last line of a Python traceback: the exception's class.
@@ -150,6 +188,7 @@ class Search:
         self.node = None  # the node being executed
         self.review: dict[str, str] = {}  # AIDE's review of the last node, for the next step's entries
         self.last_code: str | None = None  # the code the workspace's runfile.py holds, last executed
+        self.last_started_at = 0.0  # when its run began (the clock files' times are on)
 
     def _task_desc(self) -> Any:
         from aide.utils.config import load_task_desc  # noqa: PLC0415
@@ -177,9 +216,11 @@ class Search:
         return observation
 
     def data_preview(self) -> None:
-        """AIDE's data preview of the workspace, made in its sandbox by AIDE's own code."""
-        self.act("Write File", {"file_name": PREVIEW_FILE, "content": PREVIEW_SCRIPT}, Thought="AIDE's data preview")
-        shown = self.act("Execute Script", {"script_name": PREVIEW_FILE})
+        """AIDE's folders laid out in the workspace and its data preview of them, made in the sandbox by its own
+        code (``SETUP_SCRIPT``)."""
+        thought = "AIDE's folders (input/, working/) and its data preview"
+        self.act("Write File", {"file_name": SETUP_FILE, "content": SETUP_SCRIPT}, Thought=thought)
+        shown = self.act("Execute Script", {"script_name": SETUP_FILE})
         self.agent.data_preview = shown.text.removeprefix(EXECUTED).strip()
 
     def execute(self, code: str, reset_session: bool = True):
@@ -192,7 +233,7 @@ class Search:
             "Plan": (node.plan or "") if node is not None else "",
         }
         self.act("Write File", {"file_name": RUNFILE, "content": code}, **entries)
-        started = time.monotonic()
+        started, self.last_started_at = time.monotonic(), time.time()
         observation = self.act("Execute Script", {"script_name": RUNFILE}, Node=entries["Node"])
         self.last_code = code
         return execution_result(observation.text, time.monotonic() - started, float(self.cfg.exec.timeout))
@@ -207,23 +248,29 @@ class Search:
 
     def room_for_a_node(self, started: float, longest: float) -> bool:
         """Whether the run's limits leave room for another node and still for the end (``finish``): the node's two
-        steps, the best node's two if it must run again, and the Final Answer; and, once a node has been timed, the
+        steps, the best node's two if it must run again, the two that collect its outputs and the Final Answer; and,
+        once a node has been timed, the
         longest node's time twice over (another node, the best one run again). AIDE's own loop counts only its
         steps: here the run's limits end it, and the best node must be what the task's eval scores."""
         limits = self.env.start.limits
         steps_left = (limits.get("max_steps") or 10**9) - self.env.steps_taken
         time_left = (limits.get("max_time_s") or 10**9) - (time.monotonic() - started)
-        return steps_left >= 5 and time_left >= 2 * longest + 30
+        return steps_left >= 7 and time_left >= 2 * longest + 30
 
     def finish(self) -> None:
-        """The best node's code in the workspace, run, and a Final Answer saying which it is."""
+        """The best node's code in the workspace, run, what it wrote to ``working/`` brought to the root, and a Final
+        Answer saying which node it is."""
         best = self.journal.get_best_node(only_good=False)
         if best is None:
             self.act("Final Answer", {"final_answer": "AIDE found no solution."})
             return
         if best.code != self.last_code:
             self.act("Write File", {"file_name": RUNFILE, "content": best.code}, Thought="AIDE's best node, run again")
+            self.last_started_at = time.time()
             self.act("Execute Script", {"script_name": RUNFILE}, Node=best.id[:8])
+        collect = COLLECT_SCRIPT.format(since=repr(self.last_started_at - 1.0))  # a second's leeway for the clocks
+        self.act("Write File", {"file_name": COLLECT_FILE, "content": collect}, Thought="the best node's outputs")
+        self.act("Execute Script", {"script_name": COLLECT_FILE})
         good = "" if best.is_buggy else f", metric {best.metric.value}"
         summary = (
             f"AIDE's best node {best.id[:8]} ({best.stage_name}{good}) of {len(self.journal)}; its code is {RUNFILE}."

@@ -39,7 +39,7 @@ def test_aide_mlagentbenchs_research_agent_and_ours_rank_side_by_side(tiny_task_
     aide, _ = agent_import(source=AIDE_PACKAGE, smoke_test=False)
     llm_server.script, llm_server.default = [], scripted_model
     scripted_model.drafts, scripted_model.order = 0, ["1 / 0", "3"]
-    limits = RunLimits(max_steps=12)
+    limits = RunLimits(max_steps=14)
     searched = run_execute(run_create(task=task, agent=aide, model="test-model", limits=limits, enqueue=False).pk)
     outcomes = [(r.status, r.final_score) for r in (research, standin, searched)]
     assert outcomes == [("finished", 9.0), ("finished", 2.0), ("finished", 5.0)], outcomes

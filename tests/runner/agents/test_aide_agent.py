@@ -61,7 +61,8 @@ def review_call(prompt: str) -> dict:
 
 
 def digits_code(trees: int, depth: int | None) -> str:
-    """A solution of the built-in digits task: a random forest, its validation accuracy printed as VALUE."""
+    """A solution of the built-in digits task as AIDE's prompts ask for it (its data in ./input, its submission in
+    ./working): a random forest, its validation accuracy printed as VALUE."""
     return f"""Fit a random forest and write submission.csv.
 
 ```python
@@ -69,13 +70,14 @@ import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 
-train, test = pd.read_csv("train.csv"), pd.read_csv("test.csv")
+train, test = pd.read_csv("./input/train.csv"), pd.read_csv("./input/test.csv")
 features = [c for c in train.columns if c.startswith("p")]
 X_train, X_valid, y_train, y_valid = train_test_split(train[features], train["label"], test_size=0.2, random_state=0)
 model = RandomForestClassifier(n_estimators={trees}, max_depth={depth}, random_state=0).fit(X_train, y_train)
 print(f"VALUE={{model.score(X_valid, y_valid):.4f}}")
 model.fit(train[features], train["label"])
-pd.DataFrame({{"id": test["id"], "label": model.predict(test[features])}}).to_csv("submission.csv", index=False)
+predictions = pd.DataFrame({{"id": test["id"], "label": model.predict(test[features])}})
+predictions.to_csv("./working/submission.csv", index=False)
 ```"""
 
 
@@ -98,13 +100,14 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
     assert agent_smoke_run(agent.pk) == "passed", Agent.objects.get(pk=agent.pk).smoke_error
     llm_server.default = scripted_model
 
-    limits = RunLimits(max_steps=12)  # room for AIDE's three nodes and the end
+    limits = RunLimits(max_steps=14)  # room for AIDE's three nodes and the end
     run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", limits=limits, enqueue=False).pk)
 
     assert (run.status, run.final_score) == ("finished", 5.0), (run.error, run.stderr_tail)
     steps = list(Step.objects.filter(run=run).order_by("index"))
-    assert [s.action for s in steps] == ["Write File", "Execute Script"] * 4 + ["Final Answer"]
-    assert steps[0].action_input["file_name"] == "aide_data_preview.py"
+    assert [s.action for s in steps] == ["Write File", "Execute Script"] * 5 + ["Final Answer"]
+    assert steps[0].action_input["file_name"] == "aide_workspace.py"
+    assert steps[8].action_input["file_name"] == "aide_collect.py"
     # Each node: its stage, its parent and its plan; AIDE's review of it is the next step's entry.
     nodes = steps[2:8:2]
     assert [s.entries["Stage"] for s in nodes] == ["draft", "draft", "improve"]
@@ -113,6 +116,7 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
     assert "ZeroDivisionError" in steps[3].observation
     assert steps[4].entries["Review"].startswith("node ") and ": bug." in steps[4].entries["Review"]
     assert "metric 3.0" in steps[6].entries["Review"] and "metric 5.0" in steps[8].entries["Review"]
+    assert steps[9].observation.endswith("copied from working/ to the workspace: nothing\n")  # value.txt is at the root
     assert "AIDE's best node" in steps[-1].action_input["final_answer"]
     # The run page draws the tree: the improvement under the draft it improved, each with AIDE's review.
     page = client.get(reverse("runner:run_detail", args=[run.pk])).content.decode()
@@ -123,9 +127,11 @@ def test_aides_own_loop_searches_and_its_best_node_is_scored(
 
     code = [r for r in llm_server.requests if "tools" not in r]
     reviews = [r for r in llm_server.requests if "tools" in r]
-    # AIDE's own prompts, its data preview made in the sandbox by its own code.
-    assert code[0]["messages"][0]["content"].startswith("# Introduction\n\nYou are a Kaggle grandmaster")
-    assert "# Data Overview" in code[0]["messages"][0]["content"] and "train.py" in code[0]["messages"][0]["content"]
+    # AIDE's own prompts, its data preview made in the sandbox by its own code, of its own folders.
+    first = code[0]["messages"][0]["content"]
+    assert first.startswith("# Introduction\n\nYou are a Kaggle grandmaster")
+    overview = first[first.index("# Data Overview") :]
+    assert "input/\n    data.txt (1 lines)\n    train.py (" in overview and "working/" in overview
     assert [r["tools"][0]["function"]["name"] for r in reviews] == ["submit_review"] * 3
     assert all(r["tool_choice"] == {"type": "function", "function": {"name": "submit_review"}} for r in reviews)
     calls = LLMCall.objects.filter(run=run).order_by("pk")
@@ -154,6 +160,8 @@ def test_aide_improves_a_builtin_task_and_its_best_node_is_what_the_eval_scores(
     executed = Step.objects.filter(run=run, action="Execute Script").order_by("index")
     printed = [float(v) for s in executed for v in re.findall(r"VALUE=([\d.]+)", s.observation)]
     assert len(printed) == 3 and printed[2] == max(printed) > printed[0]  # the improvement validated best
+    # Its submission was written to working/, as AIDE's prompts ask; the eval scored it at the root.
+    assert "copied from working/ to the workspace: submission.csv" in executed.last().observation
 
 
 @pytest.mark.django_db(transaction=True)
@@ -163,12 +171,12 @@ def test_a_search_the_runs_steps_cut_short_ends_on_its_best_node(tiny_task, endp
     llm_server.default = scripted_model
     agent, _ = agent_import(source=PACKAGE, smoke_test=False)
 
-    limits = RunLimits(max_steps=9)  # the preview and two nodes leave 3 steps: no room for a third and the end
+    limits = RunLimits(max_steps=11)  # the preview and two nodes leave 5 steps: no room for a third and the end
     run = run_execute(run_create(task=tiny_task.task, agent=agent, model="test-model", limits=limits, enqueue=False).pk)
 
     assert (run.status, run.final_score) == ("finished", 3.0), (run.error, run.stderr_tail)
     steps = list(Step.objects.filter(run=run).order_by("index"))
-    assert [s.action for s in steps] == ["Write File", "Execute Script"] * 4 + ["Final Answer"]
+    assert [s.action for s in steps] == ["Write File", "Execute Script"] * 5 + ["Final Answer"]
     assert steps[6].action_input["content"] == steps[2].action_input["content"]  # the best node, run again
     assert "metric 3.0" in steps[-1].action_input["final_answer"] and "of 2" in steps[-1].action_input["final_answer"]
 
