@@ -173,27 +173,23 @@ class Search:
         import aide.backend as backend  # noqa: PLC0415
         from aide.agent import Agent  # noqa: PLC0415
         from aide.journal import Journal  # noqa: PLC0415
+        from aide.utils.config import load_task_desc  # noqa: PLC0415
 
         self.env, self.cfg = env, cfg
         gateway = Gateway(env)
         backend.provider_to_query_func["platform"] = gateway.query
         backend.determine_provider = lambda model: "platform"
         self.journal = Journal()
-        self.agent = Agent(task_desc=self._task_desc(), cfg=cfg, journal=self.journal)
+        self.agent = Agent(task_desc=load_task_desc(cfg), cfg=cfg, journal=self.journal)
         self.agent.update_data_preview = self.data_preview
         for stage in ("_draft", "_debug", "_improve"):
             setattr(self.agent, stage, self._noting(getattr(self.agent, stage)))
         parse = self.agent.parse_exec_result
         self.agent.parse_exec_result = lambda node, exec_result: self._reviewed(parse, node, exec_result)
-        self.node = None  # the node being executed
+        self.node: Any = None  # the node being executed (AIDE's step makes it, then executes it)
         self.review: dict[str, str] = {}  # AIDE's review of the last node, for the next step's entries
         self.last_code: str | None = None  # the code the workspace's runfile.py holds, last executed
         self.last_started_at = 0.0  # when its run began (the clock files' times are on)
-
-    def _task_desc(self) -> Any:
-        from aide.utils.config import load_task_desc  # noqa: PLC0415
-
-        return load_task_desc(self.cfg)
 
     def _noting(self, make):
         def made(*args):
@@ -225,12 +221,12 @@ class Search:
 
     def execute(self, code: str, reset_session: bool = True):
         """AIDE's ``exec_callback``: the node's code run in the workspace."""
-        node, parent = self.node, getattr(self.node, "parent", None)
+        node = self.node
         entries = {
-            "Stage": node.stage_name if node is not None else "draft",
-            "Node": f"{node.id[:8]} (step {len(self.journal)})" if node is not None else "",
-            "Parent": parent.id[:8] if parent is not None else "none",
-            "Plan": (node.plan or "") if node is not None else "",
+            "Stage": node.stage_name,
+            "Node": f"{node.id[:8]} (step {len(self.journal)})",
+            "Parent": node.parent.id[:8] if node.parent is not None else "none",
+            "Plan": node.plan or "",
         }
         self.act("Write File", {"file_name": RUNFILE, "content": code}, **entries)
         started, self.last_started_at = time.monotonic(), time.time()
@@ -249,9 +245,9 @@ class Search:
     def room_for_a_node(self, started: float, longest: float) -> bool:
         """Whether the run's limits leave room for another node and still for the end (``finish``): the node's two
         steps, the best node's two if it must run again, the two that collect its outputs and the Final Answer; and,
-        once a node has been timed, the
-        longest node's time twice over (another node, the best one run again). AIDE's own loop counts only its
-        steps: here the run's limits end it, and the best node must be what the task's eval scores."""
+        once a node has been timed, the longest node's time twice over (another node, the best one run again).
+        AIDE's own loop counts only its steps: here the run's limits end it, and the best node must be what the
+        task's eval scores."""
         limits = self.env.start.limits
         steps_left = (limits.get("max_steps") or 10**9) - self.env.steps_taken
         time_left = (limits.get("max_time_s") or 10**9) - (time.monotonic() - started)

@@ -15,6 +15,7 @@ from django.core.paginator import Page, Paginator
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from .agents.packages import AIDE_ADAPTER
 from .models import Run, Step
 from .text import unified_diff
 from .workspace import fs
@@ -99,7 +100,7 @@ TABLE_COUNT_MAX_BYTES = 20 * 1024 * 1024  # rows counted exactly up to this size
 #: the one the next step carries of its review ("node <id>: bug. ..." or "node <id>: metric 0.93. ...").
 NODE_ENTRIES = ("Stage", "Node", "Parent")
 #: The entry points whose runs carry a search tree: a page of another run asks nothing for one.
-TREE_SEARCHERS = {"mlab_agents.aide"}
+TREE_SEARCHERS = {AIDE_ADAPTER}
 REVIEW_RE = re.compile(r"^node (\w+): (.*)", re.DOTALL)
 
 

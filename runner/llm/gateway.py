@@ -399,16 +399,20 @@ def _call(
     return answer, {"content": text, "tool_calls": calls}
 
 
+def _named_function(item: object) -> dict | None:
+    """The ``function`` of a tool, a tool choice or a tool call (OpenAI's shapes) when it is an object with a name;
+    else None."""
+    function = item.get("function") if isinstance(item, dict) else None
+    return function if isinstance(function, dict) and isinstance(function.get("name"), str) else None
+
+
 def _tool_call_ok(call: object) -> bool:
     """Whether ``call`` is a function call as OpenAI's protocol writes one (its arguments JSON text)."""
-    if not isinstance(call, dict):
-        return False
-    function = call.get("function")
+    function = _named_function(call)
     return (
-        isinstance(call.get("id"), str)
+        function is not None
+        and isinstance(call.get("id"), str)
         and call.get("type", "function") == "function"
-        and isinstance(function, dict)
-        and isinstance(function.get("name"), str)
         and isinstance(function.get("arguments"), str)
     )
 
@@ -584,13 +588,10 @@ def options_check(options: dict) -> dict:
 
 
 def _tool_ok(tool: object) -> bool:
-    if not isinstance(tool, dict):
-        return False
-    function = tool.get("function")
+    function = _named_function(tool)
     return (
-        tool.get("type") == "function"
-        and isinstance(function, dict)
-        and isinstance(function.get("name"), str)
+        function is not None
+        and tool.get("type") == "function"
         and bool(function["name"])
         and isinstance(function.get("description", ""), str)
         and isinstance(function.get("parameters", {}), dict)
@@ -598,10 +599,7 @@ def _tool_ok(tool: object) -> bool:
 
 
 def _named_choice(choice: object) -> bool:
-    if not isinstance(choice, dict):
-        return False
-    function = choice.get("function")
-    return choice.get("type") == "function" and isinstance(function, dict) and isinstance(function.get("name"), str)
+    return _named_function(choice) is not None and choice.get("type") == "function"
 
 
 def _offered(options: dict) -> dict:
