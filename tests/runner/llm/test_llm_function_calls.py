@@ -138,3 +138,13 @@ def test_the_sdks_chat_offers_functions_and_returns_the_calls():
     assert env.chat("hello")["tool_calls"] == []  # none made: an empty list, not a missing key
     sent = json.loads(written.getvalue().splitlines()[0])
     assert (sent["type"], sent["tools"], sent["tool_choice"], sent["purpose"]) == ("llm", [REVIEW], CHOICE, "review")
+
+
+def test_the_functions_offered_count_toward_the_bytes_a_step_may_record(run, llm_server, settings):
+    # An agent cannot record past the bound by moving its prompt into the functions it offers.
+    settings.BENCH_LLM_RECORDED_MB_PER_STEP = 1
+    bulky = {"type": "function", "function": {"name": "f", "description": "x" * 1_100_000}}
+    with pytest.raises(LLMError) as exc:
+        complete(run=run, messages=ASK, options={"tools": [bulky]})
+    assert exc.value.kind == "budget" and "more than one step may record (1 MB)" in str(exc.value)
+    assert llm_server.requests == [] and not LLMCall.objects.filter(run=run).exists()
