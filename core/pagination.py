@@ -10,7 +10,7 @@ from django.http import QueryDict
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 MAX_LIMIT = 500
 MAX_OFFSET = 1_000_000_000  # far past any list here, far below PostgreSQL's bigint
@@ -92,6 +92,7 @@ class BeforeOrOffsetPagination(BoundedLimitOffsetPagination):
         if self.before is None:
             return super().get_paginated_response(data)
         url = replace_query_param(self.request.build_absolute_uri(), self.limit_query_param, self.limit)
+        url = remove_query_param(url, self.offset_query_param)  # skipped once, from the first page's item
         following = replace_query_param(url, "before", self.next_before) if self.next_before else None
         return Response({"count": None, "next": following, "previous": None, "results": data})
 

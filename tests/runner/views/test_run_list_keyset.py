@@ -97,6 +97,8 @@ def test_the_api_skips_an_offset_after_before_and_refuses_an_unknown_run(client,
 
     assert [r["id"] for r in both["results"]] == [r["id"] for r in plain["results"]][3:5]
     assert f"before={both['results'][-1]['id']}" in both["next"]  # the next page goes on from its last item
+    following = client.get(both["next"]).json()  # the offset was skipped once: the next page skips nothing
+    assert [r["id"] for r in following["results"]] == [runs[6].pk, runs[7].pk]
     assert unknown.status_code == 404 and "no run 999999999" in unknown.json()["detail"]
 
 
