@@ -5,13 +5,13 @@ parameter) and only a longer one gets gunicorn's 414 (declared on every operatio
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
-_metrics = Path(
-    os.environ.setdefault(
-        "PROMETHEUS_MULTIPROC_DIR", str(Path(os.environ.get("BENCH_VAR_DIR", "var")).resolve() / "prometheus-web")
-    )
-)
+# A folder of this server's own, on this machine: two servers (two containers on one volume, two checkouts) never
+# mix their processes' files. An operator's PROMETHEUS_MULTIPROC_DIR is used as given.
+_ours = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+_metrics = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="mlab-bench-metrics-")))
 
 
 limit_request_line = 8190
@@ -20,9 +20,15 @@ control_socket_disable = True
 
 
 def on_starting(server) -> None:
-    """A new server counts from zero: the files of a previous one's processes go."""
-    shutil.rmtree(_metrics, ignore_errors=True)
+    """A new server counts from zero: the files of a previous one's processes go (prometheus_client's only)."""
     _metrics.mkdir(parents=True, exist_ok=True)
+    for old in _metrics.glob("*.db"):
+        old.unlink(missing_ok=True)
+
+
+def on_exit(server) -> None:
+    if _ours:
+        shutil.rmtree(_metrics, ignore_errors=True)
 
 
 def child_exit(server, worker) -> None:

@@ -18,20 +18,25 @@ import hmac
 import os
 
 from django.conf import settings
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Sum
+from django.db.models import Case, Count, F, Min, Sum, Value, When
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
+from core.db_clock import db_now
+
 from .models import LLMCall, Run, Worker
+
+#: The model label of the calls the gateway refused (no endpoint saw them).
+REFUSED = "(refused)"
 
 
 class PlatformCollector:
     """The runs' state as the database has it, at the moment of the scrape (a handful of grouped queries)."""
 
     def collect(self):
-        now = timezone.now()
+        now = db_now()  # heartbeats are in the database's clock
         runs = GaugeMetricFamily("bench_runs", "Runs by status and queue.", labels=["status", "queue"])
         for row in Run.objects.order_by().values("status", "queue").annotate(n=Count("id")):
             runs.add_metric([row["status"], row["queue"]], row["n"])
@@ -40,9 +45,9 @@ class PlatformCollector:
         waiting = GaugeMetricFamily(
             "bench_queue_oldest_seconds", "How long the oldest queued run of each queue has waited.", labels=["queue"]
         )
-        queued = (
-            Run.objects.filter(status=Run.Status.QUEUED).order_by().values("queue").annotate(first=Min("created_at"))
-        )
+        # Since it was queued, or handed back or lost (its last heartbeat): a resumed run keeps its place in line.
+        since = Coalesce("heartbeat_at", "created_at")
+        queued = Run.objects.filter(status=Run.Status.QUEUED).order_by().values("queue").annotate(first=Min(since))
         for row in queued:
             waiting.add_metric([row["queue"]], (now - row["first"]).total_seconds())
         yield waiting
@@ -55,20 +60,23 @@ class PlatformCollector:
             failures.add_metric([row["failure_kind"] or "unknown"], row["n"])
         yield failures
 
-        took = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
         duration = SummaryMetricFamily(
-            "bench_run_duration_seconds", "Wall time of ended runs, from start to end, by status.", labels=["status"]
+            "bench_run_duration_seconds",
+            "Wall time of ended runs, as counted against their time limits (time off a worker left out), by status.",
+            labels=["status"],
         )
-        ended = Run.objects.filter(finished_at__isnull=False, started_at__isnull=False).order_by()
-        for row in ended.values("status").annotate(n=Count("id"), total=Sum(took)):
-            duration.add_metric([row["status"]], count_value=row["n"], sum_value=_seconds(row["total"]))
+        ended = Run.objects.filter(finished_at__isnull=False).order_by()
+        for row in ended.values("status").annotate(n=Count("id"), total=Sum("wall_seconds")):
+            duration.add_metric([row["status"]], count_value=row["n"], sum_value=row["total"] or 0.0)
         yield duration
 
         steps = CounterMetricFamily("bench_steps", "Steps recorded, over every run.")
         steps.add_metric([], Run.objects.aggregate(n=Sum("steps_count"))["n"] or 0)
         yield steps
 
-        calls = CounterMetricFamily("bench_model_calls", "Model calls through the gateway, by model.", labels=["model"])
+        calls = CounterMetricFamily(
+            "bench_model_calls", "Model calls through the gateway, by model ('(refused)': none sent).", labels=["model"]
+        )
         latency = CounterMetricFamily(
             "bench_model_call_seconds", "Time spent waiting for model answers, by model.", labels=["model"]
         )
@@ -78,9 +86,11 @@ class PlatformCollector:
         spend = CounterMetricFamily(
             "bench_model_spend", "Model spend in the endpoints' price unit, by model.", labels=["model"]
         )
+        # A refused call names whatever model the agent asked for: one label for them all, not one series each.
+        model = Case(When(endpoint="", then=Value(REFUSED)), default=F("model"))
         by_model = (
             LLMCall.objects.order_by()
-            .values("model")
+            .values(label=model)
             .annotate(
                 n=Count("id"),
                 seconds=Sum("latency_s"),
@@ -90,11 +100,11 @@ class PlatformCollector:
             )
         )
         for row in by_model:
-            calls.add_metric([row["model"]], row["n"])
-            latency.add_metric([row["model"]], row["seconds"] or 0.0)
-            tokens.add_metric([row["model"], "in"], row["tokens_in"] or 0)
-            tokens.add_metric([row["model"], "out"], row["tokens_out"] or 0)
-            spend.add_metric([row["model"]], float(row["cost"] or 0))
+            calls.add_metric([row["label"]], row["n"])
+            latency.add_metric([row["label"]], row["seconds"] or 0.0)
+            tokens.add_metric([row["label"], "in"], row["tokens_in"] or 0)
+            tokens.add_metric([row["label"], "out"], row["tokens_out"] or 0)
+            spend.add_metric([row["label"]], float(row["cost"] or 0))
         yield from (calls, latency, tokens, spend)
 
         heartbeat = GaugeMetricFamily(
@@ -106,13 +116,6 @@ class PlatformCollector:
             age = (now - worker.heartbeat_at).total_seconds()
             heartbeat.add_metric([worker.name, ",".join(worker.queues or [])], age)
         yield heartbeat
-
-
-def _seconds(value) -> float:
-    """A database's sum of durations: a timedelta, or microseconds where the database has no interval type."""
-    if value is None:
-        return 0.0
-    return value.total_seconds() if hasattr(value, "total_seconds") else float(value) / 1e6
 
 
 def metrics_allowed(request: HttpRequest) -> bool:
