@@ -1,6 +1,7 @@
-# The platform's images: `web` (gunicorn) and `worker` (Celery: runs, short jobs, beat), FROM a Debian base made
-# by docker/build-images.sh (debootstrap, `docker import`). Built offline: every Python package comes from wheels
-# made on the host (docker/app-wheels.sh writes them to docker/wheels/) and is installed with --no-index.
+# The platform's images: `web` (gunicorn) and `worker` (Celery: runs, short jobs, the periodic passes), FROM a
+# Debian base made by docker/build-images.sh (debootstrap, `docker import`). Built offline: every Python package
+# comes from wheels made on the host (docker/app-wheels.sh writes them to docker/wheels/) and is installed with
+# --no-index.
 #   docker/app-wheels.sh && docker-compose -f docker/compose.yaml build
 # or, without compose:
 #   DOCKER_BUILDKIT=0 docker build -f docker/app.Dockerfile --target web -t mlab-bench-web .

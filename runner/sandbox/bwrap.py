@@ -31,11 +31,11 @@ class BwrapSandbox(Sandbox):
             raise SandboxError("BENCH_SANDBOX=bwrap but bubblewrap is not installed (apt-get install bubblewrap)")
         self.python = python
         self.python_dirs = host_python_paths(python)
-        # An editable install's .pth imports its finder at every interpreter start (7 ms each): the platform's own
-        # code is nothing sandboxed code needs, so the sandbox sees those .pth files empty.
-        self.editable_pths = sorted(
-            str(p) for d in self.python_dirs for p in d.glob("lib/python3*/site-packages/__editable__*.pth")
-        )
+        # The platform's editable install has a .pth that imports its finder at every interpreter start (7 ms each):
+        # the platform's own code is nothing sandboxed code needs, so the sandbox sees that .pth empty. Another
+        # package installed editable stays as it is.
+        pths = (d.glob("lib/python3*/site-packages/__editable__*mlab_bench*.pth") for d in self.python_dirs)
+        self.editable_pths = sorted(str(p) for found in pths for p in found)
         self.ids = ids
         #: Whether a run's scripts share one sandbox with a supervisor in it (``keep``) or get one each.
         self.persistent = persistent
