@@ -12,8 +12,9 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db.models import F
-from django.utils import timezone
+from django.db.models.functions import Now
 
+from core.db_clock import db_now
 from core.db_retry import db_retried
 
 from ..models import Run
@@ -32,8 +33,8 @@ class RunPulse:
         self.run = run
         self.parent = parent  # the run waiting for this one (a benchmark run validating its task): it keeps beating
         self.attempt = run.attempt
-        started = run.started_at or timezone.now()
-        elapsed = (timezone.now() - started).total_seconds() - run.paused_seconds
+        now = db_now()  # the clock the run's start was written in
+        elapsed = (now - (run.started_at or now)).total_seconds() - run.paused_seconds
         self.deadline = time.monotonic() + max(run.max_time_s - elapsed, 0)
         self.live = HeadTail(LIVE_OUTPUT_BYTES)
         self.live_dirty = False
@@ -63,7 +64,7 @@ class RunPulse:
         now = time.monotonic()
         if now - self._last_beat >= settings.BENCH_HEARTBEAT_S:
             self._last_beat = now
-            self.write(heartbeat_at=timezone.now())
+            self.write(heartbeat_at=Now())
         if self.parent is not None:
             self.parent.beat()
 
@@ -80,7 +81,7 @@ class RunPulse:
             raise OutOfTime()
         if now - self._last_beat >= settings.BENCH_HEARTBEAT_S or (self.live_dirty and now - self._last_live >= 2):
             self._last_beat = self._last_live = now
-            fields = {"heartbeat_at": timezone.now()}
+            fields = {"heartbeat_at": Now()}
             if self.live_dirty:
                 fields["live_output"] = db_text(self.live.text())
                 self.live_dirty = False

@@ -2,8 +2,8 @@
 the last committed step) or, after too many attempts, failed as infrastructure failures; queued runs whose
 message the job queue lost, or that could not be sent (it was unreachable), are sent again, and so are the scoring
 jobs of imported runs that still wait for their score and the smoke tests of uploaded agents that still wait for
-theirs; scratch folders that outlived their run's attempt are
-removed; workers not heard of for days are forgotten."""
+theirs; workers not heard of for days are forgotten. (Each host's scratch folders that outlived their run's
+attempt are removed by ``scratch_sweep``, which a worker on that host runs: ``workers.periodic_passes``.)"""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
+
+from core.db_clock import db_now
 
 from ..jobs import (
     JOB_GRACE_S,
@@ -46,7 +48,7 @@ def runs_reap(
     queued runs not sent for ``resend_after_s``, and the imported runs' lost scoring jobs (``imports_rescore``)."""
     stale_after_s = stale_after_s if stale_after_s is not None else settings.BENCH_HEARTBEAT_STALE_S
     max_attempts = max_attempts if max_attempts is not None else settings.BENCH_RUN_MAX_ATTEMPTS
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    cutoff = db_now() - timedelta(seconds=stale_after_s)  # heartbeats are in the database's clock
     requeued, failed = [], []
     queue_down = False
     for run in Run.objects.on_worker().filter(heartbeat_at__lt=cutoff).select_related("task_version"):
@@ -63,19 +65,11 @@ def runs_reap(
             except QueueUnreachable as exc:
                 queue_down = True
                 log.warning("run %s is queued again but not sent: %s", run.pk, exc)
-        elif same.update(
-            status=Run.Status.FAILED,
-            failure_kind=Run.FailureKind.INFRASTRUCTURE,
-            lost_attempts=lost,
-            error=f"the worker executing this run stopped responding, {lost} times; gave up",
-            finished_at=timezone.now(),
-        ):
-            fail_validation_if_needed(run)
+        elif run_give_up(same, run, lost=lost):
             failed.append(run.pk)
     resent = [] if queue_down else runs_resend(resend_after_s=resend_after_s)
     rescored = [] if queue_down else imports_rescore(resend_after_s=resend_after_s)
     smoke_tests = [] if queue_down else smokes_resend(resend_after_s=resend_after_s)
-    swept = [str(path) for path in scratch_sweep()]
     forgotten = workers_forget()
     return {
         "requeued": requeued,
@@ -83,9 +77,23 @@ def runs_reap(
         "resent": resent,
         "rescored": rescored,
         "smoke_tests": smoke_tests,
-        "swept": swept,
         "forgotten": forgotten,
     }
+
+
+def run_give_up(same: QuerySet[Run], run: Run, *, lost: int) -> bool:
+    """Fail ``run`` (``same``: the row while it is still as read) as an infrastructure failure once ``lost``
+    attempts at it were lost, each to a worker that stopped responding or lost the database."""
+    if not same.update(
+        status=Run.Status.FAILED,
+        failure_kind=Run.FailureKind.INFRASTRUCTURE,
+        lost_attempts=lost,
+        error=f"the worker executing this run stopped responding or lost the database, {lost} times; gave up",
+        finished_at=timezone.now(),
+    ):
+        return False
+    fail_validation_if_needed(run)
+    return True
 
 
 def imports_rescore(*, resend_after_s: float | None = None) -> list[int]:

@@ -15,6 +15,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from core.db_retry import connection_lost
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome
@@ -88,10 +89,13 @@ def run_finish(
     *, run_id: int, attempt: int, ending: Ending, result: EvalResult | None, channel: AgentChannel | None
 ) -> None:
     """Record how the run ended. If that fails, the run is still ended (as an infrastructure failure)
-    rather than left live for the reaper to run again."""
+    rather than left live for the reaper to run again. A lost database connection is raised: the session hands the
+    run back, and the next attempt ends it again."""
     try:
         _finish(run_id=run_id, attempt=attempt, ending=ending, result=result, channel=channel)
     except Exception as exc:
+        if connection_lost(exc):
+            raise
         log.exception("run %s: could not record its end", run_id)
         Run.objects.live().filter(pk=run_id, attempt=attempt).update(
             status=Run.Status.FAILED,

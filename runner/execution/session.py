@@ -21,9 +21,11 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from core.db_retry import CONNECTION_LOST, db_retried
+from core.db_clock import db_now
+from core.db_retry import CONNECTION_ERRORS, connection_lost, db_retried
 from task_bank.models import TaskVersion
 
 from ..actions import ActionOutcome, Environment
@@ -52,6 +54,7 @@ from .endings import (
 from .evaluation import EvalResult, Rerun, evaluate, evaluate_paired
 from .preparation import PreparedTask, TaskPreparationError, task_version_prepare
 from .pulse import RunPulse
+from .reaper import run_give_up
 from .recording import run_finish, step_record
 from .sandboxes import get_sandbox
 from .validation import task_version_validate_queue
@@ -100,7 +103,7 @@ def _claim_first(queued: QuerySet[Run], worker: str) -> Run | None:
 def _claim(run: Run, worker: str) -> Run | None:
     """Take the locked queued run: bump its attempt. A run that had started before (a resumed run) was off a
     worker since its last heartbeat: that time is paused, not counted against its time limit."""
-    now = timezone.now()
+    now = db_now()  # the clock every worker writes heartbeats in
     paused = 0.0
     if run.started_at is not None and run.heartbeat_at is not None:
         paused = max((now - run.heartbeat_at).total_seconds(), 0.0)
@@ -176,8 +179,9 @@ class RunSession(RunPulse):
 
     # -- the whole run -------------------------------------------------------------------------------------
     def transition(self, source: str, target: str) -> None:
-        mine = Run.objects.filter(pk=self.run.pk, status=source, attempt=self.attempt)
-        fields = {"status": target, "heartbeat_at": timezone.now(), "live_action": "", "live_output": ""}
+        # The target too: the same write again, when the database took it but a lost connection dropped its answer.
+        mine = Run.objects.filter(pk=self.run.pk, status__in=(source, target), attempt=self.attempt)
+        fields = {"status": target, "heartbeat_at": Now(), "live_action": "", "live_output": ""}
         if not db_retried(lambda: mine.update(**fields), what=f"run {self.run.pk}"):
             raise LostOwnership()  # (the live fields: what the last stage was doing is not what the next one does)
         self.run.status = target
@@ -185,6 +189,21 @@ class RunSession(RunPulse):
     def execute(self) -> None:
         """Run the run to its end, whatever stops it: recorded as the run's ending, or handed back to the queue,
         or left unwritten when the run is no longer this attempt's."""
+        try:
+            self.end()
+        except CONNECTION_ERRORS as exc:
+            if not connection_lost(exc):
+                self.crashed()
+            else:
+                # Longer than BENCH_DB_RETRY_S, or inside a transaction (a step's, the end's): this attempt ends, and
+                # the run goes back to the queue now (once the database answers), to resume after its last step.
+                log.warning("run %s: the database connection was lost (%s); handing the run back", self.run.pk, exc)
+                self.hand_back(lost=True)
+        finally:
+            self.release()
+
+    def end(self) -> None:
+        """The run's stages, and its ending recorded whatever stopped them (a lost database raises)."""
         try:
             self.stages()
         except LostOwnership:
@@ -207,18 +226,14 @@ class RunSession(RunPulse):
             self.finish(exc.ending, None)
         except WalkLimitError as exc:  # a workspace no walk can cover is never half-snapshotted or half-counted
             self.finish(Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"the workspace {exc}", evaluate=False), None)
-        except CONNECTION_LOST as exc:
-            # Longer than BENCH_DB_RETRY_S, or inside a step's transaction: this attempt ends, and the run goes back
-            # to the queue now (once the database answers), to resume after its last recorded step.
-            log.warning("run %s: the database connection was lost (%s); handing the run back", self.run.pk, exc)
-            self.hand_back(lost=True)
+        except CONNECTION_ERRORS:
+            raise
         except Exception:
-            log.exception("run %s crashed", self.run.pk)
-            self.finish(
-                infrastructure_failure("internal error in the runner:\n" + traceback.format_exc()[-4000:]), None
-            )
-        finally:
-            self.release()
+            self.crashed()
+
+    def crashed(self) -> None:
+        log.exception("run %s crashed", self.run.pk)
+        self.finish(infrastructure_failure("internal error in the runner:\n" + traceback.format_exc()[-4000:]), None)
 
     def stages(self) -> None:
         """The run's way when nothing stops it: its task validated first (a benchmark run) and prepared, the
@@ -290,15 +305,22 @@ class RunSession(RunPulse):
     def hand_back(self, *, lost: bool = False) -> None:
         """The run goes back to the queue, first in line (it keeps its place), and is resumed from its last recorded
         step; the action that was running is not recorded (it is done again). A worker that is stopping loses no
-        attempt by it; an attempt that lost the database (``lost``) counts as lost, as a dead worker's does."""
-        fields = {"status": Run.Status.QUEUED, "worker": "", "live_action": "", "live_output": ""}
-        fields |= {"heartbeat_at": timezone.now(), "hand_back_requested_at": None, "sent_at": None}
-        if lost:
-            fields["lost_attempts"] = F("lost_attempts") + 1
+        attempt by it; an attempt that lost the database (``lost``) counts as lost, as a dead worker's does, and the
+        run fails once ``BENCH_RUN_MAX_ATTEMPTS`` were."""
         mine = Run.objects.on_worker().filter(pk=self.run.pk, attempt=self.attempt)
+        fields = {"status": Run.Status.QUEUED, "worker": "", "live_action": "", "live_output": ""}
+        fields |= {"heartbeat_at": Now(), "hand_back_requested_at": None, "sent_at": None}
+        lost_attempts = self.run.lost_attempts + lost
+        if lost:
+            fields["lost_attempts"] = lost_attempts
         try:
+            if lost and lost_attempts >= settings.BENCH_RUN_MAX_ATTEMPTS:
+                db_retried(lambda: run_give_up(mine, self.run, lost=lost_attempts), what=f"run {self.run.pk}")
+                return
             back = db_retried(lambda: mine.update(**fields), what=f"run {self.run.pk}")
-        except CONNECTION_LOST as exc:  # the reaper sends it again once its heartbeat is stale
+            # A write the database took but whose answer the lost connection dropped: the run is back already.
+            back = back or Run.objects.filter(pk=self.run.pk, attempt=self.attempt, **fields).exists()
+        except CONNECTION_ERRORS as exc:  # the reaper sends it again once its heartbeat is stale
             log.warning("run %s: could not hand the run back (%s)", self.run.pk, exc)
             return
         if not back:
@@ -445,7 +467,7 @@ class RunSession(RunPulse):
         """Carry out an ``act`` message's action and record it as a step."""
         action_input = message.get("input", {})
         self.current = current = CurrentAction(str(message["action"])[:100], action_input, message.get("entries") or {})
-        Run.objects.filter(pk=self.run.pk).update(live_action=db_text(current.action), live_output="")
+        self.write(live_action=db_text(current.action), live_output="")
         if "observation" in message:  # a high-level action the agent's own code carried out
             outcome = self.environment.made(message["action"], action_input, message["observation"])
         else:
@@ -453,7 +475,7 @@ class RunSession(RunPulse):
         step = self.record(current.action, action_input, current.entries, outcome)
         if outcome.final:
             answer = action_input.get("final_answer", "") if isinstance(action_input, dict) else ""
-            Run.objects.filter(pk=self.run.pk).update(final_answer=db_text(str(answer)[:20_000]))
+            self.write(final_answer=db_text(str(answer)[:20_000]))
         return step, outcome
 
     def low(self, message: dict) -> ActionOutcome:
@@ -487,9 +509,8 @@ class RunSession(RunPulse):
         if not added:
             return
         self.stored_counted += added
-        runs = Run.objects.filter(pk=self.run.pk)
-        runs.update(stored_bytes=F("stored_bytes") + added)
-        stored = runs.values_list("stored_bytes", flat=True).first() or 0
+        self.write(stored_bytes=F("stored_bytes") + added)
+        stored = Run.objects.filter(pk=self.run.pk).values_list("stored_bytes", flat=True).first() or 0
         self.storage_refusal = storage_refusal(owner_id=self.run.agent.owner_id, run_bytes=stored)
 
     def record_interrupted(self, reason: str) -> str:

@@ -10,9 +10,10 @@ next worker; the worker then exits. It starts nothing new meanwhile: a message i
 worker killed outright (SIGKILL, a lost machine) hands nothing back: its runs wait for the reaper, which queues
 them again once their heartbeat is stale (``BENCH_HEARTBEAT_STALE_S``).
 
-The same thread offers the periodic passes (``periodic_passes``): the reaper, run in the thread, and the blob
-collector's job, sent to the short queue. Every worker offers them; the shared counter gives each period's pass to
-one. No worker is special, so killing any one leaves recovery to the others.
+The same thread offers the periodic passes (``periodic_passes``): the reaper and the sweep of its host's scratch
+folders, run in the thread, and the blob collector's job, sent to the short queue. Every worker offers them; the
+shared counter gives each period's pass to one. No worker is special, so killing any one leaves recovery to the
+others.
 
 The Celery signal handlers at the end of this module do both; ``RunnerConfig.ready`` imports the jobs, which import
 this module, so every worker process connects them."""
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -32,8 +34,10 @@ from celery import current_app
 from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models.functions import Now
 from django.utils import timezone
 
+from core.db_clock import db_now
 from core.shared_cache import count_hit
 
 from ..models import Run, Worker
@@ -45,7 +49,7 @@ log = logging.getLogger(__name__)
 
 def worker_heartbeat(*, name: str, queues: list[str], pid: int, concurrency: int, starting: bool = False) -> None:
     """Record that the worker ``name`` is alive (``starting``: it has just started, a new life of the row)."""
-    now = timezone.now()
+    now = Now()  # the database's clock, which every worker shares (``core.db_clock``)
     fields = {"queues": queues, "pid": pid, "concurrency": concurrency, "heartbeat_at": now, "stopped_at": None}
     if starting:
         Worker.objects.update_or_create(name=name[:200], defaults={**fields, "started_at": now})
@@ -54,8 +58,7 @@ def worker_heartbeat(*, name: str, queues: list[str], pid: int, concurrency: int
 
 
 def worker_stopped(*, name: str) -> None:
-    now = timezone.now()
-    Worker.objects.filter(name=name[:200]).update(stopped_at=now, heartbeat_at=now)
+    Worker.objects.filter(name=name[:200]).update(stopped_at=Now(), heartbeat_at=Now())
 
 
 def reap_pass() -> None:
@@ -66,6 +69,16 @@ def reap_pass() -> None:
         log.info("reaper: %s", {what: ids for what, ids in done.items() if ids})
 
 
+def scratch_pass() -> None:
+    """This host's scratch folders that no live attempt uses go (``reaper.scratch_sweep``): each host sweeps its own
+    disk, whichever worker reaps."""
+    from .reaper import scratch_sweep
+
+    swept = scratch_sweep()
+    if swept:
+        log.info("scratch folders of ended attempts removed: %s", [str(path) for path in swept])
+
+
 def collect_send() -> None:
     """The blob collector runs as a job on the short queue, under its time limits (``tasks.collect_blobs``)."""
     from ..jobs import COLLECT_BLOBS
@@ -74,9 +87,11 @@ def collect_send() -> None:
 
 
 def periodic_passes() -> list[tuple[str, float, Callable[[], None]]]:
-    """What every worker's heartbeat thread offers to do once a period: (name, period in seconds, the pass)."""
+    """What every worker's heartbeat thread offers to do once a period: (name, period in seconds, the pass). One
+    worker a period runs each; the scratch sweep's name is its host's, so one worker on each host runs it."""
     return [
         ("reap-runs", settings.BENCH_REAPER_EVERY_S, reap_pass),
+        (f"sweep-scratch:{socket.gethostname()}", settings.BENCH_REAPER_EVERY_S, scratch_pass),
         ("collect-blobs", settings.BENCH_BLOB_COLLECT_EVERY_S, collect_send),
     ]
 
@@ -140,7 +155,7 @@ class HeartbeatThread(threading.Thread):
 def workers_forget() -> list[str]:
     """Forget the workers not heard of for ``BENCH_WORKER_FORGET_AFTER_S`` (stopped or lost long ago: replaced
     containers, retired machines); the names forgotten. A worker that comes back makes its row again."""
-    cutoff = timezone.now() - timedelta(seconds=settings.BENCH_WORKER_FORGET_AFTER_S)
+    cutoff = db_now() - timedelta(seconds=settings.BENCH_WORKER_FORGET_AFTER_S)
     old = Worker.objects.filter(heartbeat_at__lt=cutoff)
     names = list(old.values_list("name", flat=True))
     old.delete()
@@ -156,7 +171,7 @@ class WorkerView:
 
 def workers_overview() -> list[WorkerView]:
     """Every worker known, with its state and the live runs it holds (two queries)."""
-    stale = timezone.now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)
+    stale = db_now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)
     workers = list(Worker.objects.all())
     runs: dict[str, list[Run]] = {}
     holding = Run.objects.on_worker().filter(worker__in=[w.name for w in workers])

@@ -4,6 +4,7 @@ shared counter gives each period's pass to one worker only."""
 from datetime import timedelta
 
 import pytest
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from core.shared_cache import counts_clear
@@ -55,3 +56,36 @@ def test_every_workers_thread_offers_the_reaper_and_one_of_them_requeues_a_dead_
     assert ran == [1]  # one pass between them
     assert Run.objects.get(pk=dead.pk).status == "queued" and dead.pk in sent
     assert sent.count("collect") == 1
+
+
+@pytest.mark.django_db
+def test_one_worker_on_each_host_sweeps_that_hosts_scratch(monkeypatch):
+    monkeypatch.setattr(workers, "reap_pass", lambda: None)
+    monkeypatch.setattr(workers, "collect_send", lambda: None)
+    swept = []
+    monkeypatch.setattr("runner.execution.reaper.scratch_sweep", lambda: swept.append(host[0]) or [])
+    host = ["first-host"]
+    monkeypatch.setattr(workers.socket, "gethostname", lambda: host[0])
+
+    for worker in (thread("a@first"), thread("b@first")):
+        worker.passes()
+    host[0] = "second-host"  # the reaper's pass of this period is taken; this host's disk is swept all the same
+    thread("c@second").passes()
+
+    assert swept == ["first-host", "second-host"]
+
+
+@pytest.mark.django_db
+def test_a_reaper_whose_clock_is_ahead_takes_no_live_run_for_dead(tiny_task, settings, monkeypatch):
+    # Every worker reaps now: one whose clock runs ten minutes fast must not queue every live run again.
+    from runner.execution.pulse import RunPulse
+    from runner.execution.reaper import runs_reap
+
+    settings.BENCH_HEARTBEAT_STALE_S = 120
+    live = RunFactory(task_version=tiny_task, status=Run.Status.RUNNING, attempt=1, heartbeat_at=None)
+    RunPulse(live).write(heartbeat_at=Now())  # a beat, as a running run's worker writes it
+    real_now = timezone.now
+    monkeypatch.setattr("django.utils.timezone.now", lambda: real_now() + timedelta(minutes=10))
+
+    assert runs_reap()["requeued"] == []
+    assert Run.objects.get(pk=live.pk).status == "running"

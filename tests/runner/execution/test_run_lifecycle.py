@@ -143,14 +143,13 @@ def test_the_reaper_requeues_a_run_whose_worker_died_and_gives_up_after_max_atte
         "resent": [],
         "rescored": [],
         "smoke_tests": [],
-        "swept": [],
         "forgotten": [],
     }
     assert Run.objects.get(pk=dead.pk).status == "queued" and Run.objects.get(pk=dead.pk).lost_attempts == 1
     assert Run.objects.get(pk=deployed.pk).lost_attempts == 1
     failed = Run.objects.get(pk=dead_twice.pk)
     assert failed.status == "failed" and failed.failure_kind == "infrastructure"
-    assert "stopped responding, 2 times" in failed.error
+    assert "stopped responding or lost the database, 2 times" in failed.error
     assert Run.objects.get(pk=alive.pk).status == "running"
 
 
@@ -256,7 +255,7 @@ def test_the_reaper_sends_again_the_runs_the_queue_could_not_take(tiny_task, bas
     # still down: the dead worker's run is queued again but not sent; nothing is lost
     reaped = runs_reap(stale_after_s=60, resend_after_s=0)
     assert reaped == {
-        "requeued": [dead.pk], "failed": [], "resent": [], "rescored": [], "smoke_tests": [], "swept": [],
+        "requeued": [dead.pk], "failed": [], "resent": [], "rescored": [], "smoke_tests": [],
         "forgotten": [],
     }  # fmt: skip
     assert list(Run.objects.order_by("pk").values_list("status", "sent_at")) == [("queued", None)] * 3
