@@ -34,6 +34,7 @@ from celery import current_app
 from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -171,15 +172,15 @@ class WorkerView:
 
 def workers_overview() -> list[WorkerView]:
     """Every worker known, with its state and the live runs it holds (two queries)."""
-    stale = db_now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)
-    workers = list(Worker.objects.all())
+    fresh = Q(heartbeat_at__gte=Now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S))  # the database's clock
+    workers = list(Worker.objects.annotate(fresh=ExpressionWrapper(fresh, output_field=BooleanField())))
     runs: dict[str, list[Run]] = {}
     holding = Run.objects.on_worker().filter(worker__in=[w.name for w in workers])
     for run in holding.select_related("task", "agent").order_by("pk"):
         runs.setdefault(run.worker, []).append(run)
     views = []
     for worker in workers:
-        state = "stopped" if worker.stopped_at is not None else ("alive" if worker.heartbeat_at >= stale else "lost")
+        state = "stopped" if worker.stopped_at is not None else ("alive" if worker.fresh else "lost")
         views.append(WorkerView(worker=worker, state=state, runs=runs.get(worker.name, [])))
     order = {"alive": 0, "lost": 1, "stopped": 2}
     return sorted(views, key=lambda v: (order[v.state], v.worker.name))
