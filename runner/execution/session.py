@@ -319,7 +319,7 @@ class RunSession(RunPulse):
                 return
             back = db_retried(lambda: mine.update(**fields), what=f"run {self.run.pk}")
             # A write the database took but whose answer the lost connection dropped: the run is back already.
-            back = back or Run.objects.filter(pk=self.run.pk, attempt=self.attempt, **fields).exists()
+            back = back or Run.objects.filter(pk=self.run.pk, attempt=self.attempt, status=Run.Status.QUEUED).exists()
         except CONNECTION_ERRORS as exc:  # the reaper sends it again once its heartbeat is stale
             log.warning("run %s: could not hand the run back (%s)", self.run.pk, exc)
             return

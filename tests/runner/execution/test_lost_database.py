@@ -7,6 +7,7 @@ from django.db import OperationalError, connection
 
 from core.db_retry import db_retried
 from runner.execution import recording, run_execute
+from runner.execution.session import run_claim
 from runner.models import Run
 from runner.services import run_create
 from tests.factories import AgentFactory, validate_now
@@ -109,3 +110,22 @@ def test_a_statement_the_database_refuses_at_the_end_fails_the_run_without_a_los
     run = ended_with(monkeypatch, statement_timed_out, lost_attempts=0, tiny_task=tiny_task)
     assert (run.status, run.failure_kind, run.lost_attempts) == ("failed", "infrastructure", 0)
     assert "recording it failed" in run.error and "statement timeout" in run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hand_back_the_database_took_but_did_not_answer_still_sends_the_run(monkeypatch, tiny_task):
+    from runner.execution import session as sessions
+
+    run = run_claim(run_create(task=tiny_task.task, agent=AgentFactory(), enqueue=False).pk, worker="w@h")
+    real, sent = sessions.db_retried, []
+
+    def answer_lost(work, **kwargs):
+        work()  # the database takes the write; its answer is lost, and the write is tried again
+        return real(work, **kwargs)
+
+    monkeypatch.setattr(sessions, "db_retried", answer_lost)
+    monkeypatch.setattr(sessions, "run_enqueue", lambda queued: sent.append(queued.pk))
+    sessions.RunSession(run).hand_back()
+
+    assert Run.objects.get(pk=run.pk).status == "queued"
+    assert sent == [run.pk]  # not left for the reaper's resend
