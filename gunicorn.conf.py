@@ -10,8 +10,12 @@ from pathlib import Path
 
 # A folder of this server's own, on this machine: two servers (two containers on one volume, two checkouts) never
 # mix their processes' files. An operator's PROMETHEUS_MULTIPROC_DIR is used as given.
-_ours = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
-_metrics = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="mlab-bench-metrics-")))
+# (A reload reads this file again: the folder made at the start is kept, and still removed at the end.)
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ["BENCH_METRICS_DIR_MADE"] = tempfile.mkdtemp(
+        prefix="mlab-bench-metrics-"
+    )
+_metrics = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
 
 
 limit_request_line = 8190
@@ -27,7 +31,7 @@ def on_starting(server) -> None:
 
 
 def on_exit(server) -> None:
-    if _ours:
+    if os.environ.get("BENCH_METRICS_DIR_MADE") == str(_metrics):
         shutil.rmtree(_metrics, ignore_errors=True)
 
 

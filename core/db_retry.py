@@ -24,8 +24,9 @@ T = TypeVar("T")
 CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 #: SQLSTATEs of a server that ended the session: a connection exception (class 08), an operator's
-#: pg_terminate_backend or a shutdown (57P01), a crash (57P02), a server starting or stopping (57P03).
-LOST_STATES = ("08", "57P01", "57P02", "57P03")
+#: pg_terminate_backend or a shutdown (57P01), a crash (57P02), a server starting or stopping (57P03), an idle
+#: session's time limit (57P05), an idle transaction's (25P03).
+LOST_STATES = ("08", "57P01", "57P02", "57P03", "57P05", "25P03")
 
 
 def connection_lost(exc: BaseException) -> bool:
@@ -34,7 +35,7 @@ def connection_lost(exc: BaseException) -> bool:
     which something may have opened again since."""
     if isinstance(exc, InterfaceError):
         return True
-    if not isinstance(exc, OperationalError):
+    if not isinstance(exc, OperationalError) or connection.vendor == "sqlite":  # a file: no connection to lose
         return False
     state = getattr(exc.__cause__, "sqlstate", None)
     return not state or state.startswith(LOST_STATES)

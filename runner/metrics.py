@@ -65,7 +65,7 @@ class PlatformCollector:
             "Wall time of ended runs, as counted against their time limits (time off a worker left out), by status.",
             labels=["status"],
         )
-        ended = Run.objects.filter(finished_at__isnull=False).order_by()
+        ended = Run.objects.filter(finished_at__isnull=False, started_at__isnull=False).order_by()
         for row in ended.values("status").annotate(n=Count("id"), total=Sum("wall_seconds")):
             duration.add_metric([row["status"]], count_value=row["n"], sum_value=row["total"] or 0.0)
         yield duration

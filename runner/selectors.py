@@ -35,10 +35,8 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce, Length, Substr
+from django.db.models.functions import Coalesce, Length, Now, Substr
 from django.utils import timezone
-
-from core.db_clock import db_now
 
 from .actions import ACTIONS
 from .models import Agent, LLMCall, ReviewTag, Run, RunQuerySet, Step, Submission, Worker
@@ -180,7 +178,7 @@ def queue_wait_estimate(run: Run) -> tuple[float | None, int]:
     if any(version not in known for version in counts) and pace is None:
         return None, 1
     total = sum(n * (known.get(version) or pace) for version, n in counts.items())
-    alive = db_now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)
+    alive = Now() - timedelta(seconds=settings.BENCH_HEARTBEAT_STALE_S)  # heartbeats are in the database's clock
     serving = Worker.objects.filter(stopped_at__isnull=True, heartbeat_at__gte=alive)
     name = queue_name(run.queue)
     lanes = sum(w.concurrency for w in serving if name in (w.queues or [])) or 1

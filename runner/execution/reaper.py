@@ -16,9 +16,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
-
-from core.db_clock import db_now
 
 from ..jobs import (
     JOB_GRACE_S,
@@ -48,7 +47,7 @@ def runs_reap(
     queued runs not sent for ``resend_after_s``, and the imported runs' lost scoring jobs (``imports_rescore``)."""
     stale_after_s = stale_after_s if stale_after_s is not None else settings.BENCH_HEARTBEAT_STALE_S
     max_attempts = max_attempts if max_attempts is not None else settings.BENCH_RUN_MAX_ATTEMPTS
-    cutoff = db_now() - timedelta(seconds=stale_after_s)  # heartbeats are in the database's clock
+    cutoff = Now() - timedelta(seconds=stale_after_s)  # heartbeats are in the database's clock
     requeued, failed = [], []
     queue_down = False
     for run in Run.objects.on_worker().filter(heartbeat_at__lt=cutoff).select_related("task_version"):
@@ -89,7 +88,7 @@ def run_give_up(same: QuerySet[Run], run: Run, *, lost: int) -> bool:
         failure_kind=Run.FailureKind.INFRASTRUCTURE,
         lost_attempts=lost,
         error=f"the worker executing this run stopped responding or lost the database, {lost} times; gave up",
-        finished_at=timezone.now(),
+        finished_at=Now(),
     ):
         return False
     fail_validation_if_needed(run)

@@ -15,6 +15,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from core.db_clock import db_now
 from core.db_retry import connection_lost
 from task_bank.models import TaskVersion
 
@@ -108,7 +109,7 @@ def run_finish(
 def _finish(
     *, run_id: int, attempt: int, ending: Ending, result: EvalResult | None, channel: AgentChannel | None
 ) -> None:
-    now = timezone.now()
+    now = db_now()  # the clock the run's start was written in, whichever worker started it
     run = Run.objects.select_related("task_version").get(pk=run_id)
     fields = {
         "status": ending.status,

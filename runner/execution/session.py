@@ -193,12 +193,11 @@ class RunSession(RunPulse):
             self.end()
         except CONNECTION_ERRORS as exc:
             if not connection_lost(exc):
-                self.crashed()
-            else:
-                # Longer than BENCH_DB_RETRY_S, or inside a transaction (a step's, the end's): this attempt ends, and
-                # the run goes back to the queue now (once the database answers), to resume after its last step.
-                log.warning("run %s: the database connection was lost (%s); handing the run back", self.run.pk, exc)
-                self.hand_back(lost=True)
+                raise  # the database refused even the end's record: the reaper takes the run
+            # Longer than BENCH_DB_RETRY_S, or inside a transaction (a step's, the end's): this attempt ends, and
+            # the run goes back to the queue now (once the database answers), to resume after its last step.
+            log.warning("run %s: the database connection was lost (%s); handing the run back", self.run.pk, exc)
+            self.hand_back(lost=True)
         finally:
             self.release()
 
@@ -226,14 +225,12 @@ class RunSession(RunPulse):
             self.finish(exc.ending, None)
         except WalkLimitError as exc:  # a workspace no walk can cover is never half-snapshotted or half-counted
             self.finish(Ending(Run.Status.FAILED, Run.FailureKind.LIMIT, f"the workspace {exc}", evaluate=False), None)
-        except CONNECTION_ERRORS:
-            raise
-        except Exception:
-            self.crashed()
-
-    def crashed(self) -> None:
-        log.exception("run %s crashed", self.run.pk)
-        self.finish(infrastructure_failure("internal error in the runner:\n" + traceback.format_exc()[-4000:]), None)
+        except Exception as exc:
+            if connection_lost(exc):
+                raise
+            log.exception("run %s crashed", self.run.pk)
+            crash = "internal error in the runner:\n" + traceback.format_exc()[-4000:]
+            self.finish(infrastructure_failure(crash), None)
 
     def stages(self) -> None:
         """The run's way when nothing stops it: its task validated first (a benchmark run) and prepared, the
@@ -509,8 +506,10 @@ class RunSession(RunPulse):
         if not added:
             return
         self.stored_counted += added
-        self.write(stored_bytes=F("stored_bytes") + added)
-        stored = Run.objects.filter(pk=self.run.pk).values_list("stored_bytes", flat=True).first() or 0
+        # Not retried: a write the database took but did not answer would be counted twice.
+        runs = Run.objects.filter(pk=self.run.pk, attempt=self.attempt)
+        runs.update(stored_bytes=F("stored_bytes") + added)
+        stored = runs.values_list("stored_bytes", flat=True).first() or 0
         self.storage_refusal = storage_refusal(owner_id=self.run.agent.owner_id, run_bytes=stored)
 
     def record_interrupted(self, reason: str) -> str:
