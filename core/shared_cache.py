@@ -35,17 +35,17 @@ COUNTER_TABLE = "bench_shared_counter"
 shared_cache = ConnectionProxy(caches, SHARED_CACHE_ALIAS)
 
 
-def _window(key: str, window_s: int) -> tuple[str, int, int]:
-    """The key of the current window, when it ends, and now."""
-    now = int(time.time())
+def _window(key: str, window_s: int, now: float | None = None) -> tuple[str, int, int]:
+    """The key of the current window, when it ends, and now (this machine's time unless given)."""
+    now = int(time.time() if now is None else now)
     window = now // window_s
     return caches[SHARED_CACHE_ALIAS].make_key(f"count:{key}:{window}"), (window + 1) * window_s, now
 
 
-def count_hit(key: str, *, window_s: int) -> tuple[int, int]:
+def count_hit(key: str, *, window_s: int, now: float | None = None) -> tuple[int, int]:
     """Count one hit of ``key`` in the current window of ``window_s`` seconds, atomically: (the count with this hit,
-    the seconds until the window ends)."""
-    full_key, ends, now = _window(key, window_s)
+    the seconds until the window ends). ``now``: the time that says which window, when not this machine's."""
+    full_key, ends, now = _window(key, window_s, now)
     cache = caches[SHARED_CACHE_ALIAS]
     if isinstance(cache, RedisCache):
         pipe = cache._cache.get_client(full_key, write=True).pipeline()

@@ -100,8 +100,8 @@ def periodic_passes() -> list[tuple[str, float, Callable[[], None]]]:
 def periodic_claim(name: str, window_s: int) -> bool:
     """Whether this worker takes the pass of the current window of ``window_s`` seconds: the first of all workers to
     count it in the shared counter (``core.shared_cache.count_hit``, one atomic increment), so two never run the
-    same window's pass."""
-    count, _ = count_hit(f"periodic:{name}", window_s=window_s)
+    same window's pass. The window is the database's clock's, so workers whose own clocks differ agree on it."""
+    count, _ = count_hit(f"periodic:{name}", window_s=window_s, now=db_now().timestamp())
     return count == 1
 
 

@@ -1,7 +1,8 @@
 """The periodic passes (the reaper, the blob collector's job) are offered by every worker's heartbeat thread; the
 shared counter gives each period's pass to one worker only."""
 
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db.models.functions import Now
@@ -27,13 +28,23 @@ def thread(name: str) -> HeartbeatThread:
 
 @pytest.mark.django_db
 def test_one_worker_claims_a_periods_pass_and_the_next_period_is_free_again(monkeypatch):
-    now = [1_000_000.0]
-    monkeypatch.setattr("core.shared_cache.time.time", lambda: now[0])
+    now = [datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC)]
+    monkeypatch.setattr(workers, "db_now", lambda: now[0])
 
     assert [periodic_claim("reap-runs", 30) for _ in range(3)] == [True, False, False]
     assert periodic_claim("collect-blobs", 30)  # another pass: a claim of its own
-    now[0] += 30
+    now[0] += timedelta(seconds=30)
     assert [periodic_claim("reap-runs", 30) for _ in range(2)] == [True, False]
+
+
+@pytest.mark.django_db
+def test_workers_whose_clocks_differ_claim_a_periods_pass_once(monkeypatch):
+    real_time = time.time
+    claims = []
+    for skew_s in (0, 70, -70):  # three workers, each clock more than a window (60 s) from the others
+        monkeypatch.setattr("core.shared_cache.time.time", lambda skew_s=skew_s: real_time() + skew_s)
+        claims.append(periodic_claim("reap-runs", 60))
+    assert claims.count(True) == 1
 
 
 @pytest.mark.django_db
