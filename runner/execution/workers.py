@@ -156,7 +156,7 @@ class HeartbeatThread(threading.Thread):
 def workers_forget() -> list[str]:
     """Forget the workers not heard of for ``BENCH_WORKER_FORGET_AFTER_S`` (stopped or lost long ago: replaced
     containers, retired machines); the names forgotten. A worker that comes back makes its row again."""
-    cutoff = db_now() - timedelta(seconds=settings.BENCH_WORKER_FORGET_AFTER_S)
+    cutoff = Now() - timedelta(seconds=settings.BENCH_WORKER_FORGET_AFTER_S)  # heartbeats are in the database's clock
     old = Worker.objects.filter(heartbeat_at__lt=cutoff)
     names = list(old.values_list("name", flat=True))
     old.delete()
