@@ -125,3 +125,11 @@ def test_a_compressible_file_is_stored_packed_and_restores_exactly_copied_or_lin
     manifest_restore(manifest, tmp_path / "linked", store, link={"train.py"})  # read-only data is linked, packed or not
     linked = tmp_path / "linked" / "train.py"
     assert linked.read_bytes() == script and linked.stat().st_ino == store.path(manifest["train.py"][0]).stat().st_ino
+
+
+def test_a_workspace_without_a_size_limit_is_not_walked_while_a_script_runs(make_env):
+    # 0 is no limit, as for the warning after each action: a script that runs for seconds is neither walked nor
+    # stopped over "a limit of 0 MB" (a folder too deep to walk would otherwise end it mid-run).
+    env = make_env(limits=Limits(file_size_mb=10), workspace_limit_mb=0)
+    outcome = run_script(env, "import time\nopen('out.txt', 'w').write('x' * 100_000)\ntime.sleep(3)\nprint('slept')")
+    assert "slept" in outcome.observation and "over its limit" not in outcome.observation, outcome.observation
