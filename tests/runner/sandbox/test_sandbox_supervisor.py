@@ -304,7 +304,8 @@ def test_a_supervisor_that_stops_answering_is_ended_from_outside_and_the_next_ac
             os.kill(supervisor, signal.SIGSTOP)  # from outside: it can no longer answer
 
     env.on_output = stop_on_start
-    hung = script(env, "short.py", "print('started', flush=True)\n")
+    # It goes on a moment after its line, so the supervisor is stopped before the script ends, not after.
+    hung = script(env, "short.py", "import time\nprint('started', flush=True)\ntime.sleep(0.5)\n")
     env.on_output = None
 
     assert hung.error and "did not answer in time" in hung.observation, hung.observation
